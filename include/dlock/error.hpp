@@ -1,0 +1,62 @@
+// dlock/error.hpp — the one exception type dlock throws, and its error codes.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace dlock {
+
+/// Why an operation failed. Every exception dlock throws is a `dlock::error` whose `code()` is
+/// one of these, in `dlock::error_category()`. "Lock not acquired" is never an error: acquisition
+/// calls report it as `false` or an empty lease.
+enum class errc : int {
+  /// A caller-supplied value is out of range or malformed (negative lease, empty lock name, ...).
+  invalid_argument = 1,
+  /// A connection URL could not be parsed; the message names the part that is wrong.
+  invalid_url,
+  /// The server could not be reached (refused, unresolvable, connect timeout).
+  connect_failed,
+  /// The server rejected the credentials (AUTH / ACL), or required some and none were given.
+  auth_failed,
+  /// The TLS handshake or certificate verification failed.
+  tls_failed,
+  /// A command got no reply within its timeout (or within the caller's deadline).
+  timeout,
+  /// The connection dropped while the command was in flight; it may or may not have executed.
+  connection_lost,
+  /// The client was closed or destroyed before the command could complete.
+  client_closed,
+  /// The server sent bytes that are not valid RESP; the connection was closed.
+  protocol_error,
+  /// The server answered with an error reply (the message holds the server's text).
+  server_error,
+  /// A key exists with a type the operation cannot work on (e.g. a lock name that holds a list).
+  wrong_type,
+  /// A reply had a different shape than the operation expected.
+  unexpected_reply,
+  /// The operation needs a lease that is still held, and this one was released or lost.
+  lease_lost,
+  /// The caller does not own the lock it tried to release or extend.
+  not_owner,
+};
+
+/// The category of all `dlock::errc` codes; its name is "dlock".
+const std::error_category& error_category() noexcept;
+
+/// Makes a `std::error_code` for `e` in `dlock::error_category()`.
+std::error_code make_error_code(errc e) noexcept;
+
+/// The exception dlock throws. `code()` compares equal to a `dlock::errc`:
+/// `catch (const dlock::error& e) { if (e.code() == dlock::errc::timeout) ... }`.
+/// Messages never contain passwords.
+class error : public std::system_error {
+ public:
+  explicit error(errc e) : std::system_error(make_error_code(e)) {}
+  error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
+  error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
+};
+
+}  // namespace dlock
+
+template <>
+struct std::is_error_code_enum<dlock::errc> : std::true_type {};

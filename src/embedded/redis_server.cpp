@@ -1,0 +1,272 @@
+#include "embedded/redis_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace dlock::embedded {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint16_t pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw server_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw server_error(std::string("cannot find a free port: ") + std::strerror(e));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Everything the child does between fork and exec is async-signal-safe: the parent may have
+// other threads (a client's I/O thread) holding locks the child would inherit held.
+pid_t spawn(const std::vector<std::string>& args, bool die_with_parent) {
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (die_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) ::signal(sig, SIG_DFL);
+  const int devnull = ::open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+  }
+  // Do not let the child hold copies of the parent's sockets: a connection the parent closes
+  // must really close.
+  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+    for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+  }
+  ::execvp(argv[0], argv.data());
+  ::_exit(127);
+}
+
+bool answers_ping(const std::string& socket_path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  bool ok = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    static const char ping[] = "PING\r\n";
+    if (::write(fd, ping, sizeof ping - 1) == static_cast<ssize_t>(sizeof ping - 1)) {
+      pollfd p{fd, POLLIN, 0};
+      char buf[64] = {};
+      if (::poll(&p, 1, 1000) == 1 && ::read(fd, buf, sizeof buf - 1) > 0) {
+        // A server that wants a password is up as well; LOADING or anything else is not.
+        ok = std::strncmp(buf, "+PONG", 5) == 0 || std::strncmp(buf, "-NOAUTH", 7) == 0;
+      }
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+bool server_available(const std::string& executable) {
+  if (executable.find('/') != std::string::npos) return ::access(executable.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const auto end = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, end == std::string::npos ? end : end - start);
+    if (!dir.empty() && ::access((dir + "/" + executable).c_str(), X_OK) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+int run_program(const std::vector<std::string>& argv) {
+  const pid_t pid = spawn(argv, true);
+  if (pid < 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+redis_server::redis_server(server_options options) : options_(std::move(options)) {
+  if (!server_available(options_.executable)) {
+    throw server_error(options_.executable +
+                       " not found; install it (Debian: apt-get install redis-server)");
+  }
+  char tmpl[] = "/tmp/dlock-redis-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    throw server_error(std::string("cannot create a temporary directory: ") + std::strerror(errno));
+  }
+  dir_ = tmpl;
+  // Another process may take the port between our probe and the server's bind: try a few.
+  for (int attempt = 0;; ++attempt) {
+    port_ = pick_free_port();
+    if (!options_.tls_cert_file.empty()) tls_port_ = pick_free_port();
+    try {
+      start();
+      return;
+    } catch (const server_error&) {
+      if (attempt == 4) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+        throw;
+      }
+    }
+  }
+}
+
+redis_server::~redis_server() {
+  stop();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string redis_server::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+void redis_server::launch() {
+  std::vector<std::string> args = {options_.executable,
+                                   "--port", std::to_string(port_),
+                                   "--bind", "127.0.0.1",
+                                   "--dir", dir_,
+                                   "--save", "",
+                                   "--appendonly", "no",
+                                   "--daemonize", "no",
+                                   "--logfile", dir_ + "/redis.log",
+                                   "--unixsocket", unix_socket(),
+                                   "--unixsocketperm", "700"};
+  if (!options_.tls_cert_file.empty()) {
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
+                             options_.tls_cert_file, "--tls-key-file", options_.tls_key_file,
+                             "--tls-ca-cert-file", options_.tls_ca_file, "--tls-auth-clients",
+                             "optional"});
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  pid_ = spawn(args, true);
+  if (pid_ < 0) throw server_error(std::string("fork: ") + std::strerror(errno));
+}
+
+void redis_server::start() {
+  if (running()) return;
+  std::error_code ignored;
+  std::filesystem::remove(unix_socket(), ignored);
+  launch();
+  if (!wait_ready(std::chrono::steady_clock::now() + options_.start_timeout)) {
+    const std::string tail = log_tail();
+    stop();
+    throw server_error("redis-server did not start on port " + std::to_string(port_) + ":\n" +
+                       tail);
+  }
+}
+
+bool redis_server::wait_ready(std::chrono::steady_clock::time_point deadline) {
+  auto pause = 1ms;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    if (answers_ping(unix_socket())) return true;
+    // Readiness is a condition only the server can signal; back off gently while it starts.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, 20ms);
+  }
+  return false;
+}
+
+bool redis_server::wait_exit(std::chrono::milliseconds timeout) noexcept {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(timeout.count()));
+    ::close(fd);
+    int status = 0;
+    return ::waitpid(pid_, &status, WNOHANG) == pid_;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  do {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) return true;
+    std::this_thread::sleep_for(2ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+void redis_server::stop() noexcept {
+  if (!running()) return;
+  ::kill(pid_, SIGTERM);
+  ::kill(pid_, SIGCONT);  // a paused server must wake up to act on SIGTERM
+  if (!wait_exit(5000ms)) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+void redis_server::kill() noexcept {
+  if (!running()) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void redis_server::pause() {
+  if (running()) ::kill(pid_, SIGSTOP);
+}
+
+void redis_server::resume() {
+  if (running()) ::kill(pid_, SIGCONT);
+}
+
+std::string redis_server::log_tail(std::size_t lines) const {
+  std::ifstream in(dir_ + "/redis.log");
+  std::deque<std::string> tail;
+  for (std::string line; std::getline(in, line);) {
+    tail.push_back(line);
+    if (tail.size() > lines) tail.pop_front();
+  }
+  std::string out;
+  for (const auto& l : tail) out += l + "\n";
+  return out;
+}
+
+}  // namespace dlock::embedded

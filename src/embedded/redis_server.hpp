@@ -1,0 +1,88 @@
+// A private redis-server process: started on a free loopback port in a fresh temporary directory,
+// stopped by its PID. Used by the test fixture and by the commands that bring their own server
+// (`dlock demo`, `bench`, `market`). Never shared with anything else, never left running: the
+// destructor stops it, and the child is killed by the kernel if this process dies first
+// (PR_SET_PDEATHSIG), so a crashed or killed test cannot leak a server.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dlock::embedded {
+
+struct server_options {
+  /// Program to run; found on PATH when it has no slash.
+  std::string executable = "redis-server";
+  /// Extra configuration, passed as command-line directives (e.g. {"--requirepass", "pw"}).
+  std::vector<std::string> extra_args;
+  /// Also listen for TLS on a second free port with these PEM files.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  /// How long start() waits for the server to answer PING.
+  std::chrono::milliseconds start_timeout{15000};
+};
+
+/// Thrown when redis-server is missing or fails to start; the message includes the tail of its
+/// log.
+class server_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// True if `executable` (default redis-server) can be found.
+bool server_available(const std::string& executable = "redis-server");
+
+class redis_server {
+ public:
+  /// Creates the temporary directory and starts the server. Throws `server_error`.
+  explicit redis_server(server_options options = {});
+  /// Stops the server (if running) and removes the directory. Never throws.
+  ~redis_server();
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+
+  /// Starts the server again after stop() or kill(), on the same ports and directory, with an
+  /// empty dataset (no persistence). Throws `server_error`.
+  void start();
+  /// SIGTERM, then SIGKILL if it has not exited within 5 s; reaps it. No-op if not running.
+  void stop() noexcept;
+  /// SIGKILL, reaped at once: a crash.
+  void kill() noexcept;
+  /// SIGSTOP / SIGCONT: the server stops answering without closing connections.
+  void pause();
+  void resume();
+
+  bool running() const noexcept { return pid_ > 0; }
+  pid_t pid() const noexcept { return pid_; }
+  std::uint16_t port() const noexcept { return port_; }
+  std::uint16_t tls_port() const noexcept { return tls_port_; }
+  const std::string& dir() const noexcept { return dir_; }
+  std::string unix_socket() const { return dir_ + "/redis.sock"; }
+  /// redis://127.0.0.1:PORT
+  std::string url() const;
+  /// The last lines of the server's log, for failure messages.
+  std::string log_tail(std::size_t lines = 20) const;
+
+ private:
+  void launch();
+  bool wait_ready(std::chrono::steady_clock::time_point deadline);
+  bool wait_exit(std::chrono::milliseconds timeout) noexcept;
+
+  server_options options_;
+  std::string dir_;
+  std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// Runs a program to completion with stdout/stderr discarded; returns its exit status (or -1 if
+/// it could not be started or was killed).
+int run_program(const std::vector<std::string>& argv);
+
+}  // namespace dlock::embedded

@@ -1,0 +1,475 @@
+#include "net/connection.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <asio/error.hpp>
+
+#include "dlock/error.hpp"
+
+namespace dlock::net {
+
+std::error_code classify_error_reply(std::string_view text) {
+  if (text.starts_with("NOAUTH") || text.starts_with("WRONGPASS")) return errc::auth_failed;
+  if (text.starts_with("WRONGTYPE")) return errc::wrong_type;
+  return errc::server_error;
+}
+
+connection::connection(io_thread& io, const connection_options& options,
+                       std::shared_ptr<asio::ssl::context> tls, mode m)
+    : io_(io),
+      options_(options),
+      tls_(std::move(tls)),
+      mode_(m),
+      connect_timer_(io.context()),
+      retry_timer_(io.context()),
+      deadline_timer_(io.context()),
+      jitter_(std::random_device{}()) {}
+
+connection::~connection() { close(errc::client_closed); }
+
+void connection::note_deadline_locked(clock::time_point deadline, bool& rearm) {
+  if (deadline < timer_at_) {
+    timer_at_ = deadline;
+    rearm = true;
+  }
+}
+
+void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
+                        reply_callback done) {
+  bool kick = false;
+  bool rearm = false;
+  {
+    std::unique_lock lock(mutex_);
+    if (closed_) {
+      const auto reason = close_reason_;
+      lock.unlock();
+      done(reason, {});
+      return;
+    }
+    wire::encode_command(outbox_, args);
+    outbox_pending_.push_back(pending{std::move(done), deadline, nullptr, {}, 0, false});
+    note_deadline_locked(deadline, rearm);
+    kick = !std::exchange(kick_posted_, true);
+  }
+  if (kick || rearm) {
+    io_.post([this, kick, rearm] {
+      if (rearm) arm_deadline_timer();
+      if (kick) start_write();
+    });
+  }
+}
+
+void connection::submit_eval(const script& s, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> args, clock::time_point deadline,
+                             reply_callback done) {
+  pending p{std::move(done), deadline, s.shared_body(), {}, 2 + keys.size() + args.size(), false};
+  char numkeys[24];
+  const auto numkeys_len = std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
+  wire::encode_bulk(p.eval_tail, std::string_view(numkeys, numkeys_len));
+  for (auto k : keys) wire::encode_bulk(p.eval_tail, k);
+  for (auto a : args) wire::encode_bulk(p.eval_tail, a);
+  // The tail above counts "numkeys keys... args..."; EVALSHA and the SHA1 make up the rest.
+  p.eval_tail_count -= 1;
+
+  bool kick = false;
+  bool rearm = false;
+  {
+    std::unique_lock lock(mutex_);
+    if (closed_) {
+      const auto reason = close_reason_;
+      lock.unlock();
+      p.done(reason, {});
+      return;
+    }
+    wire::encode_array_header(outbox_, 2 + p.eval_tail_count);
+    wire::encode_bulk(outbox_, "EVALSHA");
+    wire::encode_bulk(outbox_, s.sha1());
+    outbox_ += p.eval_tail;
+    note_deadline_locked(deadline, rearm);
+    outbox_pending_.push_back(std::move(p));
+    kick = !std::exchange(kick_posted_, true);
+  }
+  if (kick || rearm) {
+    io_.post([this, kick, rearm] {
+      if (rearm) arm_deadline_timer();
+      if (kick) start_write();
+    });
+  }
+}
+
+void connection::send_raw(std::string_view bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    outbox_ += bytes;
+    kick_posted_ = true;
+  }
+  start_write();
+}
+
+void connection::resend_as_eval(pending&& p) {
+  counters_.noscript_retries.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+      p.done(close_reason_, {});
+      return;
+    }
+    wire::encode_array_header(outbox_, 2 + p.eval_tail_count);
+    wire::encode_bulk(outbox_, "EVAL");
+    wire::encode_bulk(outbox_, p.eval_script->source);
+    outbox_ += p.eval_tail;
+    p.eval_script.reset();  // retried once; a second NOSCRIPT cannot happen after EVAL
+    p.eval_tail.clear();
+    outbox_pending_.push_back(std::move(p));
+    kick_posted_ = true;
+  }
+  start_write();
+}
+
+// ---- connecting ----
+
+void connection::start(attempt_callback first_attempt) {
+  first_attempt_ = std::move(first_attempt);
+  begin_attempt();
+}
+
+void connection::begin_attempt() {
+  if (state_ == state::closed) return;
+  ++epoch_;
+  state_ = state::connecting;
+  parser_.reset();
+  transport_ = make_transport(io_.context(), options_, tls_);
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([this, e = epoch_](std::error_code ec) {
+    if (ec || e != epoch_ || state_ != state::connecting) return;
+    attempt_failed(errc::connect_failed,
+                   "timed out after " + std::to_string(options_.connect_timeout.count()) +
+                       " ms connecting to " + options_.redacted_url());
+  });
+  transport_->async_connect([this, e = epoch_](std::error_code ec, std::string detail) {
+    if (e != epoch_) return;
+    if (ec) {
+      attempt_failed(ec, detail);
+      return;
+    }
+    on_transport_connected();
+  });
+}
+
+void connection::on_transport_connected() {
+  std::string hello;
+  handshake_replies_left_ = 0;
+  handshake_replies_seen_ = 0;
+  if (!options_.password.empty() || !options_.user.empty()) {
+    if (options_.user.empty()) {
+      const std::string_view args[] = {"AUTH", options_.password};
+      wire::encode_command(hello, args);
+    } else {
+      const std::string_view args[] = {"AUTH", options_.user, options_.password};
+      wire::encode_command(hello, args);
+    }
+    ++handshake_replies_left_;
+  }
+  if (options_.database != 0) {
+    const std::string db = std::to_string(options_.database);
+    const std::string_view args[] = {"SELECT", db};
+    wire::encode_command(hello, args);
+    ++handshake_replies_left_;
+  }
+  {
+    const std::string name = options_.client_name.empty() ? "dlock" : options_.client_name;
+    const std::string_view args[] = {"CLIENT", "SETNAME", name};
+    wire::encode_command(hello, args);
+    ++handshake_replies_left_;
+  }
+  start_read();
+  write_buffer_ = std::move(hello);
+  writing_ = true;
+  transport_->async_write(asio::buffer(write_buffer_), [this, e = epoch_](std::error_code ec,
+                                                                          std::size_t) {
+    if (e != epoch_) return;
+    writing_ = false;
+    write_buffer_.clear();
+    if (ec) {
+      connection_failed(ec);
+      return;
+    }
+    start_write();
+  });
+}
+
+void connection::on_handshake_reply(reply&& r) {
+  // CLIENT SETNAME is last. Naming is cosmetic: a restricted ACL user may not be allowed to do
+  // it, and that must not keep it from connecting, unless the user asked for a name.
+  const bool setname_reply = handshake_replies_left_ == 1;
+  if (r.is_error() && setname_reply && options_.client_name.empty() &&
+      r.str().starts_with("NOPERM")) {
+    r = reply::simple_string("OK");
+  }
+  if (r.is_error()) {
+    // The first handshake reply answers AUTH when credentials were given; any failure there is
+    // an authentication failure whatever the server's wording.
+    const bool sent_auth = !options_.password.empty() || !options_.user.empty();
+    const bool is_auth_reply = sent_auth && handshake_replies_seen_ == 0;
+    const std::error_code ec = is_auth_reply ? make_error_code(errc::auth_failed)
+                                             : classify_error_reply(r.str());
+    attempt_failed(ec, "connection handshake with " + options_.redacted_url() +
+                           " failed: " + r.str());
+    return;
+  }
+  ++handshake_replies_seen_;
+  if (--handshake_replies_left_ == 0) became_ready();
+}
+
+void connection::became_ready() {
+  connect_timer_.cancel();
+  state_ = state::ready;
+  up_ = true;
+  backoff_ = std::chrono::milliseconds(0);
+  if (ever_connected_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
+  ever_connected_ = true;
+  if (ready_handler_) ready_handler_();
+  if (first_attempt_) std::exchange(first_attempt_, nullptr)({}, {});
+  if (state_ != state::ready) return;
+  {
+    std::lock_guard lock(mutex_);
+    kick_posted_ = true;
+  }
+  start_write();
+}
+
+void connection::attempt_failed(std::error_code ec, const std::string& detail) {
+  ++epoch_;
+  connect_timer_.cancel();
+  if (transport_) transport_->close();
+  writing_ = false;
+  write_buffer_.clear();
+  if (state_ == state::closed) return;
+  state_ = state::backoff;
+  if (first_attempt_) std::exchange(first_attempt_, nullptr)(ec, detail);
+  schedule_reconnect();
+}
+
+void connection::connection_failed(std::error_code ec) {
+  if (state_ == state::connecting) {
+    const std::string detail = ec == errc::protocol_error
+                                   ? "protocol error from " + options_.redacted_url() + ": " +
+                                         parser_.error_message()
+                                   : "connection to " + options_.redacted_url() +
+                                         " dropped during the handshake: " + ec.message();
+    attempt_failed(ec == errc::protocol_error ? ec : make_error_code(errc::connect_failed), detail);
+    return;
+  }
+  if (state_ != state::ready) return;
+  ++epoch_;
+  up_ = false;
+  transport_->close();
+  state_ = state::backoff;
+  writing_ = false;
+  write_buffer_.clear();
+  counters_.connection_losses.fetch_add(1, std::memory_order_relaxed);
+  // Everything the callers were waiting on at the moment of the drop fails now, whether it had
+  // reached the socket or not: a caller should not have to guess which of its commands will
+  // still run later. (Subscriptions are re-sent in full by the ready handler.) Commands issued
+  // from now on wait for the reconnect, up to their own deadlines.
+  std::deque<pending> failed;
+  failed.swap(inflight_);
+  {
+    std::lock_guard lock(mutex_);
+    kick_posted_ = false;
+    outbox_.clear();
+    for (auto& p : outbox_pending_) failed.push_back(std::move(p));
+    outbox_pending_.clear();
+  }
+  for (auto& p : failed) {
+    if (!p.finished) p.done(errc::connection_lost, {});
+  }
+  schedule_reconnect();
+}
+
+void connection::schedule_reconnect() {
+  if (state_ == state::closed) return;
+  auto delay = backoff_;
+  backoff_ = backoff_.count() == 0 ? options_.reconnect_min
+                                   : std::min(backoff_ * 2, options_.reconnect_max);
+  if (delay.count() > 0) {
+    // Jitter spreads out the reconnects of many clients after a server restart.
+    std::uniform_int_distribution<std::int64_t> spread(delay.count() / 2, delay.count());
+    delay = std::chrono::milliseconds(spread(jitter_));
+  }
+  retry_timer_.expires_after(delay);
+  retry_timer_.async_wait([this](std::error_code ec) {
+    if (ec || state_ != state::backoff) return;
+    begin_attempt();
+  });
+}
+
+void connection::close(std::error_code reason) {
+  if (state_ == state::closed) return;
+  state_ = state::closed;
+  up_ = false;
+  ++epoch_;
+  connect_timer_.cancel();
+  retry_timer_.cancel();
+  deadline_timer_.cancel();
+  if (transport_) transport_->close();
+  std::deque<pending> failed;
+  failed.swap(inflight_);
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    close_reason_ = reason;
+    outbox_.clear();
+    for (auto& p : outbox_pending_) failed.push_back(std::move(p));
+    outbox_pending_.clear();
+  }
+  for (auto& p : failed) {
+    if (!p.finished) p.done(reason, {});
+  }
+  if (first_attempt_) std::exchange(first_attempt_, nullptr)(reason, "connection closed");
+}
+
+// ---- reading and writing ----
+
+void connection::start_write() {
+  std::size_t count = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != state::ready) {
+      kick_posted_ = false;
+      return;
+    }
+    if (writing_) return;  // the write in flight calls us again when it completes
+    if (outbox_.empty()) {
+      kick_posted_ = false;
+      return;
+    }
+    std::swap(outbox_, write_buffer_);
+    count = outbox_pending_.size();
+    if (inflight_.empty()) {
+      inflight_.swap(outbox_pending_);
+    } else {
+      for (auto& p : outbox_pending_) inflight_.push_back(std::move(p));
+      outbox_pending_.clear();
+    }
+  }
+  writing_ = true;
+  counters_.writes.fetch_add(1, std::memory_order_relaxed);
+  counters_.commands_sent.fetch_add(count, std::memory_order_relaxed);
+  transport_->async_write(asio::buffer(write_buffer_), [this, e = epoch_](std::error_code ec,
+                                                                          std::size_t) {
+    if (e != epoch_) return;
+    writing_ = false;
+    write_buffer_.clear();
+    if (ec) {
+      connection_failed(errc::connection_lost);
+      return;
+    }
+    start_write();
+  });
+}
+
+void connection::start_read() {
+  auto room = parser_.prepare(16 * 1024);
+  transport_->async_read_some(
+      asio::buffer(room.data(), room.size()), [this, e = epoch_](std::error_code ec, std::size_t n) {
+        if (e != epoch_) return;
+        if (ec) {
+          connection_failed(errc::connection_lost);
+          return;
+        }
+        parser_.commit(n);
+        reply r;
+        for (;;) {
+          const auto status = parser_.next(r);
+          if (status == wire::resp_parser::status::need_more) break;
+          if (status == wire::resp_parser::status::error) {
+            connection_failed(errc::protocol_error);
+            return;
+          }
+          dispatch(std::move(r));
+          if (e != epoch_) return;  // the reply's handler failed or closed the connection
+        }
+        start_read();
+      });
+}
+
+void connection::dispatch(reply&& r) {
+  if (state_ == state::connecting) {
+    on_handshake_reply(std::move(r));
+    return;
+  }
+  if (mode_ == mode::pubsub) {
+    if (push_handler_) push_handler_(std::move(r));
+    return;
+  }
+  counters_.replies.fetch_add(1, std::memory_order_relaxed);
+  if (inflight_.empty()) {
+    connection_failed(errc::protocol_error);  // a reply nobody asked for: the stream is corrupt
+    return;
+  }
+  pending p = std::move(inflight_.front());
+  inflight_.pop_front();
+  if (p.finished) return;
+  if (r.is_error()) {
+    if (p.eval_script && r.str().starts_with("NOSCRIPT")) {
+      resend_as_eval(std::move(p));
+      return;
+    }
+    const auto ec = classify_error_reply(r.str());
+    p.done(ec, std::move(r));
+    return;
+  }
+  p.done({}, std::move(r));
+}
+
+// ---- deadlines ----
+
+void connection::arm_deadline_timer() {
+  clock::time_point at;
+  {
+    std::lock_guard lock(mutex_);
+    at = timer_at_;
+  }
+  if (at == clock::time_point::max() || state_ == state::closed || at == armed_at_) return;
+  armed_at_ = at;
+  deadline_timer_.expires_at(at);
+  deadline_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    armed_at_ = clock::time_point::max();
+    on_deadline_timer();
+  });
+}
+
+void connection::on_deadline_timer() {
+  const auto now = clock::now();
+  std::vector<reply_callback> expired;
+  auto next = clock::time_point::max();
+  auto sweep = [&](std::deque<pending>& queue) {
+    for (auto& p : queue) {
+      if (p.finished) continue;
+      if (p.deadline <= now) {
+        p.finished = true;
+        expired.push_back(std::move(p.done));
+      } else {
+        next = std::min(next, p.deadline);
+      }
+    }
+  };
+  {
+    std::lock_guard lock(mutex_);
+    sweep(outbox_pending_);
+    timer_at_ = clock::time_point::max();
+  }
+  sweep(inflight_);
+  {
+    std::lock_guard lock(mutex_);
+    timer_at_ = std::min(timer_at_, next);
+  }
+  arm_deadline_timer();
+  counters_.timeouts.fetch_add(expired.size(), std::memory_order_relaxed);
+  for (auto& done : expired) done(errc::timeout, {});
+}
+
+}  // namespace dlock::net

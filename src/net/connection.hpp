@@ -1,0 +1,165 @@
+// One multiplexed, automatically pipelined connection to one server.
+//
+// Any thread may submit commands. Their bytes are appended to an outbox under a short lock; the
+// I/O thread writes the whole outbox in one write, and everything submitted while that write is
+// in flight leaves together in the next one. Replies come back in order and are matched to the
+// callers' completions in the same order. Nothing waits on a timer per command: one deadline
+// timer is armed for the earliest deadline outstanding.
+//
+// When the connection drops, every command outstanding at that moment fails at once with
+// errc::connection_lost (those already on the wire may or may not have run). Commands submitted
+// while it reconnects wait in the outbox and go out after the handshake, unless their deadline
+// passes first.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "dlock/connection_options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "net/io_thread.hpp"
+#include "net/transport.hpp"
+#include "wire/resp.hpp"
+
+namespace dlock::net {
+
+using clock = std::chrono::steady_clock;
+/// Receives the reply, or an error: a `dlock::errc` such as timeout or connection_lost (with a nil
+/// reply), or errc::server_error / auth_failed / wrong_type with the server's error reply.
+using reply_callback = std::function<void(std::error_code, reply)>;
+
+struct connection_counters {
+  std::atomic<std::uint64_t> commands_sent{0};
+  std::atomic<std::uint64_t> writes{0};
+  std::atomic<std::uint64_t> replies{0};
+  std::atomic<std::uint64_t> reconnects{0};
+  std::atomic<std::uint64_t> connection_losses{0};
+  std::atomic<std::uint64_t> timeouts{0};
+  std::atomic<std::uint64_t> noscript_retries{0};
+};
+
+/// The errc a server error reply stands for (auth_failed, wrong_type, or server_error).
+std::error_code classify_error_reply(std::string_view text);
+
+class connection {
+ public:
+  enum class mode { commands, pubsub };
+  using attempt_callback = std::function<void(std::error_code, const std::string& detail)>;
+
+  connection(io_thread& io, const connection_options& options,
+             std::shared_ptr<asio::ssl::context> tls, mode m);
+  /// Destroy only on the I/O thread or after it has stopped.
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // --- any thread ---
+
+  /// Queues one command. `done` runs exactly once: on the I/O thread, or inline on the calling
+  /// thread with errc::client_closed if the connection is closed.
+  void submit(std::span<const std::string_view> args, clock::time_point deadline,
+              reply_callback done);
+  /// Queues EVALSHA of `s`; on NOSCRIPT the command is re-sent once as EVAL, transparently.
+  void submit_eval(const script& s, std::span<const std::string_view> keys,
+                   std::span<const std::string_view> args, clock::time_point deadline,
+                   reply_callback done);
+
+  const connection_counters& counters() const noexcept { return counters_; }
+  /// True while connected and past the handshake.
+  bool up() const noexcept { return up_.load(std::memory_order_relaxed); }
+  const connection_options& options() const noexcept { return options_; }
+
+  // --- I/O thread only ---
+
+  /// Starts connecting. `first_attempt` learns how the first attempt ended; later attempts
+  /// happen in the background with backoff until `close`.
+  void start(attempt_callback first_attempt);
+  /// Pubsub mode: writes raw command bytes once connected. Dropped if the connection drops,
+  /// because the ready handler re-sends the whole subscription state after a reconnect.
+  void send_raw(std::string_view bytes);
+  void set_push_handler(std::function<void(reply&&)> handler) { push_handler_ = std::move(handler); }
+  /// Runs after every successful connect and handshake, before queued commands are written.
+  void set_ready_handler(std::function<void()> handler) { ready_handler_ = std::move(handler); }
+  /// Fails every queued and in-flight command with `reason`, closes the socket, stops
+  /// reconnecting. Idempotent.
+  void close(std::error_code reason);
+  bool ready() const noexcept { return state_ == state::ready; }
+
+ private:
+  enum class state { idle, connecting, ready, backoff, closed };
+
+  struct pending {
+    reply_callback done;
+    clock::time_point deadline;
+    // For EVALSHA: the script and the encoded "numkeys keys... args..." tail, to re-send as EVAL.
+    std::shared_ptr<const dlock::script::body> eval_script;
+    std::string eval_tail;
+    std::size_t eval_tail_count = 0;
+    bool finished = false;  // completed early (timed out); its reply is discarded on arrival
+  };
+
+  void enqueue(std::string_view bytes, pending p);
+  void note_deadline_locked(clock::time_point deadline, bool& rearm);
+  void begin_attempt();
+  void attempt_failed(std::error_code ec, const std::string& detail);
+  void on_transport_connected();
+  void on_handshake_reply(reply&& r);
+  void became_ready();
+  void connection_failed(std::error_code ec);
+  void start_write();
+  void start_read();
+  void dispatch(reply&& r);
+  void resend_as_eval(pending&& p);
+  void arm_deadline_timer();
+  void on_deadline_timer();
+  void schedule_reconnect();
+
+  io_thread& io_;
+  const connection_options options_;
+  std::shared_ptr<asio::ssl::context> tls_;
+  const mode mode_;
+  connection_counters counters_;
+  std::atomic<bool> up_{false};
+
+  // Shared with submitting threads.
+  std::mutex mutex_;
+  std::string outbox_;
+  std::deque<pending> outbox_pending_;
+  bool kick_posted_ = false;  // a start_write is posted or a write is in flight
+  bool closed_ = false;
+  std::error_code close_reason_;
+  clock::time_point timer_at_ = clock::time_point::max();
+
+  // I/O thread only.
+  state state_ = state::idle;
+  std::uint64_t epoch_ = 0;  // bumps per attempt; handlers of older attempts are ignored
+  std::shared_ptr<transport> transport_;
+  wire::resp_parser parser_;
+  std::string write_buffer_;
+  bool writing_ = false;
+  std::deque<pending> inflight_;
+  std::size_t handshake_replies_left_ = 0;
+  std::size_t handshake_replies_seen_ = 0;
+  clock::time_point armed_at_ = clock::time_point::max();
+  bool ever_connected_ = false;
+  attempt_callback first_attempt_;
+  std::chrono::milliseconds backoff_{0};
+  asio::steady_timer connect_timer_;
+  asio::steady_timer retry_timer_;
+  asio::steady_timer deadline_timer_;
+  std::function<void(reply&&)> push_handler_;
+  std::function<void()> ready_handler_;
+  std::minstd_rand jitter_;
+};
+
+}  // namespace dlock::net

@@ -1,0 +1,231 @@
+#include <condition_variable>
+#include <mutex>
+
+#include "dlock/error.hpp"
+#include "net/redis_client_impl.hpp"
+
+namespace dlock {
+namespace {
+
+[[noreturn]] void throw_failure(std::error_code ec, const reply& r, std::string_view command) {
+  if (r.is_error()) throw error(ec, r.str());
+  throw error(ec, std::string(command) + ": " + ec.message());
+}
+
+// A caller thread parked on one command. The I/O thread signals under the mutex, so the waiter
+// cannot return (and destroy this object) while the signalling thread still touches it.
+class sync_call {
+ public:
+  reply_callback callback() {
+    return [this](std::error_code ec, reply r) {
+      std::lock_guard lock(mutex_);
+      ec_ = ec;
+      reply_ = std::move(r);
+      done_ = true;
+      cv_.notify_one();
+    };
+  }
+  reply wait(std::string_view command) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return done_; });
+    if (ec_) throw_failure(ec_, reply_, command);
+    return std::move(reply_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::error_code ec_;
+  reply reply_;
+};
+
+std::string_view command_name(std::span<const std::string_view> args) {
+  return args.empty() ? std::string_view("(empty command)") : args.front();
+}
+
+}  // namespace
+
+redis_client::impl::impl(connection_options o) : options(std::move(o)) {
+  if (options.tls.enabled) tls = net::make_tls_context(options.tls);
+  commands = std::make_unique<net::connection>(io, options, tls, net::connection::mode::commands);
+  std::promise<std::pair<std::error_code, std::string>> first;
+  io.post([&] {
+    commands->start([&first](std::error_code ec, const std::string& detail) {
+      first.set_value({ec, detail});
+    });
+  });
+  auto [ec, detail] = first.get_future().get();
+  if (ec) {
+    io.run([&] { commands->close(errc::client_closed); });
+    io.stop();
+    throw error(ec, detail);
+  }
+}
+
+redis_client::impl::~impl() {
+  io.run([&] {
+    if (subscriber_) subscriber_->close();
+    commands->close(errc::client_closed);
+  });
+  io.stop();
+}
+
+net::subscriber& redis_client::impl::subscriber() {
+  if (!subscriber_) subscriber_ = std::make_unique<net::subscriber>(io, options, tls);
+  return *subscriber_;
+}
+
+void redis_client::impl::unsubscribe(std::uint64_t id) noexcept {
+  try {
+    io.run([&] {
+      if (subscriber_) subscriber_->remove(id);
+    });
+  } catch (...) {
+    // Only allocation can fail here; the handler then stays until the client closes.
+  }
+}
+
+// ---- subscription ----
+
+subscription::subscription(subscription&& other) noexcept
+    : owner_(std::move(other.owner_)), id_(std::exchange(other.id_, 0)) {}
+
+subscription& subscription::operator=(subscription&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::move(other.owner_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+subscription::~subscription() { reset(); }
+
+void subscription::reset() noexcept {
+  if (id_ == 0) return;
+  if (auto o = owner_.lock()) o->unsubscribe(id_);
+  owner_.reset();
+  id_ = 0;
+}
+
+// ---- redis_client ----
+
+redis_client::redis_client(connection_options options)
+    : impl_(std::make_shared<impl>(std::move(options))) {}
+
+redis_client::redis_client(std::string_view url)
+    : redis_client(connection_options::from_url(url)) {}
+
+redis_client::~redis_client() = default;
+
+namespace {
+net::clock::time_point deadline_for(const connection_options& o, std::chrono::milliseconds t) {
+  return net::clock::now() + (t.count() > 0 ? t : o.command_timeout);
+}
+}  // namespace
+
+reply redis_client::command(std::span<const std::string_view> args,
+                            std::chrono::milliseconds timeout) {
+  sync_call call;
+  impl_->commands->submit(args, deadline_for(impl_->options, timeout), call.callback());
+  return call.wait(command_name(args));
+}
+
+reply redis_client::command(const std::vector<std::string>& args,
+                            std::chrono::milliseconds timeout) {
+  std::vector<std::string_view> views(args.begin(), args.end());
+  return command(std::span<const std::string_view>(views), timeout);
+}
+
+void redis_client::command_async(std::span<const std::string_view> args, reply_callback done,
+                                 std::chrono::milliseconds timeout) {
+  impl_->commands->submit(args, deadline_for(impl_->options, timeout), std::move(done));
+}
+
+std::future<reply> redis_client::command_future(std::span<const std::string_view> args,
+                                                std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<reply>>();
+  auto future = promise->get_future();
+  std::string name(command_name(args));
+  impl_->commands->submit(args, deadline_for(impl_->options, timeout),
+                          [promise, name = std::move(name)](std::error_code ec, reply r) {
+                            if (!ec) {
+                              promise->set_value(std::move(r));
+                              return;
+                            }
+                            try {
+                              throw_failure(ec, r, name);
+                            } catch (...) {
+                              promise->set_exception(std::current_exception());
+                            }
+                          });
+  return future;
+}
+
+reply redis_client::eval(const script& s, std::span<const std::string_view> keys,
+                         std::span<const std::string_view> args,
+                         std::chrono::milliseconds timeout) {
+  sync_call call;
+  impl_->commands->submit_eval(s, keys, args, deadline_for(impl_->options, timeout),
+                               call.callback());
+  return call.wait("EVALSHA");
+}
+
+void redis_client::eval_async(const script& s, std::span<const std::string_view> keys,
+                              std::span<const std::string_view> args, reply_callback done,
+                              std::chrono::milliseconds timeout) {
+  impl_->commands->submit_eval(s, keys, args, deadline_for(impl_->options, timeout),
+                               std::move(done));
+}
+
+namespace {
+
+subscription subscribe_to(redis_client& client, net::subscriber::kind kind, std::string name,
+                          message_handler on_message) {
+  auto impl = detail::redis_client_access::shared(client);
+  const char* verb = kind == net::subscriber::kind::channel ? "SUBSCRIBE" : "PSUBSCRIBE";
+  if (name.empty()) {
+    throw error(errc::invalid_argument, std::string(verb) + ": empty channel or pattern");
+  }
+  auto confirmed = std::make_shared<std::promise<void>>();
+  auto future = confirmed->get_future();
+  const auto id = impl->io.run([&] {
+    return impl->subscriber().add(kind, name, std::move(on_message),
+                                  [confirmed, fired = false]() mutable {
+                                    if (!std::exchange(fired, true)) confirmed->set_value();
+                                  });
+  });
+  auto sub = detail::redis_client_access::make_subscription(impl, id);
+  if (future.wait_for(impl->options.command_timeout) != std::future_status::ready) {
+    throw error(errc::timeout, std::string(verb) + " was not confirmed within " +
+                                   std::to_string(impl->options.command_timeout.count()) + " ms");
+  }
+  return sub;
+}
+
+}  // namespace
+
+subscription redis_client::subscribe(std::string channel, message_handler on_message) {
+  return subscribe_to(*this, net::subscriber::kind::channel, std::move(channel),
+                      std::move(on_message));
+}
+
+subscription redis_client::psubscribe(std::string pattern, message_handler on_message) {
+  return subscribe_to(*this, net::subscriber::kind::pattern, std::move(pattern),
+                      std::move(on_message));
+}
+
+client_counters redis_client::counters() const noexcept {
+  const auto& c = impl_->commands->counters();
+  auto get = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  return client_counters{get(c.commands_sent), get(c.writes),           get(c.replies),
+                         get(c.reconnects),    get(c.connection_losses), get(c.timeouts),
+                         get(c.noscript_retries)};
+}
+
+const connection_options& redis_client::options() const noexcept { return impl_->options; }
+
+bool redis_client::connected() const noexcept { return impl_->commands->up(); }
+
+}  // namespace dlock
