@@ -149,9 +149,11 @@ class redis_client {
   /// True while the command connection is up (false while it reconnects).
   bool connected() const noexcept;
 
+  /// Opaque; dlock's own layers reach it through detail::redis_client_access.
+  struct impl;
+
  private:
   friend struct detail::redis_client_access;
-  struct impl;
   std::shared_ptr<impl> impl_;
 };
 

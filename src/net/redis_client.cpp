@@ -40,6 +40,14 @@ class sync_call {
   reply reply_;
 };
 
+void forbid_io_thread(const redis_client::impl& impl) {
+  if (impl.io.in_io_thread()) {
+    throw error(errc::invalid_argument,
+                "a synchronous call from the client's I/O thread (inside a callback) would wait "
+                "for itself; use the _async form there");
+  }
+}
+
 std::string_view command_name(std::span<const std::string_view> args) {
   return args.empty() ? std::string_view("(empty command)") : args.front();
 }
@@ -127,6 +135,7 @@ net::clock::time_point deadline_for(const connection_options& o, std::chrono::mi
 
 reply redis_client::command(std::span<const std::string_view> args,
                             std::chrono::milliseconds timeout) {
+  forbid_io_thread(*impl_);
   sync_call call;
   impl_->commands->submit(args, deadline_for(impl_->options, timeout), call.callback());
   return call.wait(command_name(args));
@@ -166,6 +175,7 @@ std::future<reply> redis_client::command_future(std::span<const std::string_view
 reply redis_client::eval(const script& s, std::span<const std::string_view> keys,
                          std::span<const std::string_view> args,
                          std::chrono::milliseconds timeout) {
+  forbid_io_thread(*impl_);
   sync_call call;
   impl_->commands->submit_eval(s, keys, args, deadline_for(impl_->options, timeout),
                                call.callback());
@@ -184,6 +194,7 @@ namespace {
 subscription subscribe_to(redis_client& client, net::subscriber::kind kind, std::string name,
                           message_handler on_message) {
   auto impl = detail::redis_client_access::shared(client);
+  forbid_io_thread(*impl);
   const char* verb = kind == net::subscriber::kind::channel ? "SUBSCRIBE" : "PSUBSCRIBE";
   if (name.empty()) {
     throw error(errc::invalid_argument, std::string(verb) + ": empty channel or pattern");

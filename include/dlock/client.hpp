@@ -1,0 +1,88 @@
+// dlock/client.hpp — the entry point: a connection to Redis that hands out locks by name.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "dlock/connection_options.hpp"
+
+namespace dlock {
+
+class redis_client;
+class reentrant_lock;
+class simple_lock;
+
+namespace detail {
+class lock_core;
+}
+
+/// Settings of a client: where Redis is, and how leases and waiting behave.
+struct client_options {
+  connection_options connection;
+  /// Lease time of watchdog leases (acquisitions without a fixed lease time).
+  std::chrono::milliseconds watchdog_lease{30'000};
+  /// How often the watchdog renews; 0 means a third of `watchdog_lease`. Must be shorter than
+  /// the lease.
+  std::chrono::milliseconds watchdog_period{0};
+  /// A waiter that hears no unlock message re-checks the lock at least this often, so a lost
+  /// message costs at most this long. Must be positive.
+  std::chrono::milliseconds max_recheck{1'000};
+  /// Leases renewed per script call in the watchdog's pipelined batch.
+  std::size_t renewal_batch = 500;
+
+  /// `connection_options::from_url(url)` with the other settings at their defaults.
+  static client_options from_url(std::string_view url);
+};
+
+/// What a client is doing, for monitoring and tests.
+struct client_stats {
+  std::uint64_t grants = 0;           ///< successful acquisitions (re-entries included)
+  std::uint64_t attempts = 0;         ///< acquire scripts sent
+  std::uint64_t releases = 0;         ///< holds released
+  std::uint64_t release_failures = 0; ///< releases the server could not confirm
+  std::uint64_t leases_lost = 0;
+  std::uint64_t renewal_rounds = 0;   ///< watchdog periods that renewed at least one lease
+  std::uint64_t renewal_calls = 0;    ///< renew scripts sent (one per batch)
+  std::uint64_t leases_renewed = 0;   ///< individual lease renewals
+  std::uint64_t watched_leases = 0;   ///< leases the watchdog currently renews
+  std::uint64_t unlock_messages = 0;  ///< unlock messages received by waiters
+};
+
+/// A client of one Redis server that hands out locks. Copies are cheap and share one
+/// connection, one I/O thread, one watchdog and one pub/sub subscription per waited-on lock;
+/// everything closes when the last copy, lock and lease is gone. Thread-safe.
+///
+/// Each client has a random UUID; reentrant holds are owned by "<uuid>:<thread id>" (or an
+/// explicit owner id), as in Redisson, so two clients never share ownership.
+class client {
+ public:
+  /// Connects. Throws `dlock::error` as `redis_client` does (errc::invalid_url,
+  /// connect_failed, auth_failed, tls_failed), or errc::invalid_argument for inconsistent
+  /// options (a non-positive lease or recheck interval, a watchdog period not shorter than the
+  /// lease, a zero batch).
+  explicit client(client_options options);
+  /// Connects to `url` with default lease settings.
+  explicit client(std::string_view url);
+
+  /// A reentrant lock (Redisson RLock layout) named `name`. Throws errc::invalid_argument for an
+  /// empty name. Cheap; does not talk to the server.
+  reentrant_lock reentrant(std::string name) const;
+  /// A simple, non-reentrant lock (the `SET NAME token NX PX` layout of node-redlock, redsync
+  /// and redis-py). Throws errc::invalid_argument for an empty name.
+  simple_lock simple(std::string name) const;
+
+  /// This client's UUID, the prefix of its reentrant owner ids.
+  const std::string& id() const noexcept;
+  /// The underlying Redis connection, for commands of your own.
+  redis_client& redis() const noexcept;
+  client_stats stats() const noexcept;
+  const client_options& options() const noexcept;
+
+ private:
+  std::shared_ptr<detail::lock_core> core_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,36 @@
+// dlock/fencing.hpp — writes that a stale lock holder cannot make.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dlock {
+
+class client;
+class redis_client;
+
+/// The outcome of a fenced write.
+struct fenced_write_result {
+  /// True if the value was written.
+  bool written = false;
+  /// The newest fencing token seen for the resource (the caller's, if written).
+  std::uint64_t highest = 0;
+};
+
+/// Sets `key` to `value` only if `fence` is not older than the newest token a fenced write to
+/// `key` has carried, and records `fence` as the newest. Pass the `lease::fence()` of the lock
+/// that protects `key`: a holder that was paused past its lease and resumes still has its old,
+/// smaller token, and its write is rejected once the next holder has written. One atomic
+/// script. Throws `dlock::error` (errc::timeout, connection_lost, server_error) when the server
+/// cannot be asked; a rejection is not an error.
+fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,
+                               std::uint64_t fence);
+fenced_write_result fenced_set(const client& c, std::string_view key, std::string_view value,
+                               std::uint64_t fence);
+
+/// Where the newest token for `key` is kept: "dlock_fence:{key}" (the key as is when it already
+/// has a hash tag), in the same cluster slot as `key`.
+std::string fence_record_key(std::string_view key);
+
+}  // namespace dlock

@@ -1,0 +1,108 @@
+// dlock/lease.hpp — what you hold when a lock is granted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+namespace dlock {
+
+/// Why a lease stopped being valid before it was released.
+enum class lease_lost_reason {
+  /// The lease's validity ran out without a successful renewal: the server was unreachable or
+  /// this process was paused for longer than the lease. Someone else may hold the lock now.
+  expired,
+  /// A renewal found that the lock is no longer ours: it expired and was taken, or it was
+  /// force-unlocked or deleted.
+  not_held,
+  /// The client closed while the lease was still held.
+  client_closed,
+};
+
+/// Options for one acquisition.
+struct lease_options {
+  /// A fixed lease: the lock expires this long after it is granted unless released or extended.
+  /// Unset (the default) means a watchdog lease: the client's watchdog lease time, renewed in the
+  /// background for as long as the lease is held. Must be positive.
+  std::optional<std::chrono::milliseconds> lease_time{};
+  /// Called once if the lease is lost (never after `release`). Runs on the client's I/O thread:
+  /// keep it short and do not block; exceptions it throws are swallowed.
+  std::function<void(lease_lost_reason)> on_lost{};
+  /// Reentrant locks only: who owns the hold, instead of the calling thread. Use it for work
+  /// that moves between threads (thread pools, coroutines); any thread may then release it.
+  /// Holds with the same owner id re-enter each other.
+  std::string owner{};
+};
+
+namespace detail {
+struct lease_state;
+}
+
+/// One grant of a lock. Move-only. Destroying it releases the hold (never throws).
+///
+/// A lease knows its fencing token, a number taken from a per-lock counter at every grant and
+/// strictly greater than every earlier grant's: pass it to the resource you protect, and have
+/// the resource reject writes that carry an older token (see `fenced_set`).
+///
+/// A lease can be lost while held (the server was unreachable through a whole lease, the
+/// process was paused, an operator force-unlocked it). It is never lost silently: `valid()`
+/// turns false, `stop_token()` is signalled, and the `on_lost` callback runs.
+class lease {
+ public:
+  /// An empty lease: holds nothing.
+  lease() noexcept = default;
+  lease(lease&& other) noexcept = default;
+  /// Releases what this lease holds, then takes over `other`'s.
+  lease& operator=(lease&& other) noexcept;
+  lease(const lease&) = delete;
+  lease& operator=(const lease&) = delete;
+  ~lease();
+
+  /// True if this object holds a grant that has not been released (even if it was lost).
+  bool held() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return held(); }
+
+  /// True while held and not lost, and (for the local clock) still within its validity.
+  bool valid() const noexcept;
+  /// Signalled when the lease is lost (not when it is released). Hand it to the work the lock
+  /// protects. Stop callbacks registered on it run on the client's I/O thread. An empty lease
+  /// returns a token that can never be signalled.
+  std::stop_token stop_token() const noexcept;
+  /// Why the lease was lost, if it was.
+  std::optional<lease_lost_reason> lost_reason() const noexcept;
+
+  /// The fencing token of this grant (0 for an empty lease). Re-entries of a reentrant lock
+  /// share the token of the hold they re-enter.
+  std::uint64_t fence() const noexcept;
+  /// The lock's name ("" for an empty lease).
+  const std::string& name() const noexcept;
+  /// Until when, by the local steady clock, the lease is known to be valid: the last
+  /// successful grant or renewal plus the lease time, less an allowance for clock drift.
+  std::chrono::steady_clock::time_point valid_until() const noexcept;
+  /// True if the watchdog renews this lease.
+  bool watchdog() const noexcept;
+
+  /// Sets the lease's remaining time to `lease_time` from now, if it is still held. Returns true
+  /// if extended, false if the lock was no longer held by this lease (which is then lost).
+  /// Throws `dlock::error`: errc::invalid_argument for a non-positive time, errc::lease_lost if
+  /// the lease was already released or lost, errc::timeout / connection_lost if the server could
+  /// not be asked.
+  bool extend(std::chrono::milliseconds lease_time);
+
+  /// Releases the hold now. Returns true if the server confirmed the release, false if the lock
+  /// was no longer held by this lease or the server could not be reached (the lease then ends at
+  /// its expiry: the watchdog has stopped renewing it). Never throws. Idempotent: later calls
+  /// return false. Stops renewal before it returns.
+  bool release() noexcept;
+
+ private:
+  friend struct detail::lease_state;
+  explicit lease(std::shared_ptr<detail::lease_state> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::lease_state> state_;
+};
+
+}  // namespace dlock

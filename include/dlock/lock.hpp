@@ -1,0 +1,165 @@
+// dlock/lock.hpp — named distributed locks: reentrant (Redisson layout) and simple (SET NX PX).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "dlock/lease.hpp"
+#include "dlock/thread_annotations.hpp"
+
+namespace dlock {
+
+class client;
+
+namespace detail {
+class lock_core;
+struct lock_handle;
+}  // namespace detail
+
+/// Who holds a lock, as the server sees it.
+struct lock_holder {
+  /// Reentrant locks: the owner's hash field "<client-uuid>:<thread or owner id>".
+  /// Simple locks: the holder's random token.
+  std::string owner;
+  /// Hold count (always 1 for a simple lock).
+  std::int64_t holds = 0;
+};
+
+/// Completion of an asynchronous acquisition. On success `ec` is empty and `l` holds the grant;
+/// if the wait ended without the lock, `ec` is empty and `l` is empty; on failure `ec` is a
+/// `dlock::errc`. Runs on the client's I/O thread; do not block in it.
+using acquire_callback = std::function<void(std::error_code ec, lease l)>;
+
+/// What both kinds of lock can do. A lock object is a cheap, copyable handle: a name bound to a
+/// client. Copies share their Lockable state (the holds taken through `lock()`/`try_lock*()`).
+/// Thread-safe.
+///
+/// Waiting never polls. A waiter first tries; if the lock is held it listens for the unlock
+/// message on the lock's channel (one subscription per lock name per client, shared by all its
+/// waiters) and tries again when the message arrives, when the holder's lease runs out, or
+/// after `client_options::max_recheck` at the latest. Waiters of one client on one name are
+/// served in arrival order.
+///
+/// Waiting has one hard deadline per call. A negative or zero wait means a single attempt.
+/// Not getting the lock is not an error: an empty lease, or `false`.
+class DLOCK_CAPABILITY("dlock::lock") basic_lock {
+ public:
+  const std::string& name() const noexcept;
+
+  /// One attempt. Returns the lease, or an empty lease if the lock is held by someone else.
+  /// Throws `dlock::error`: errc::invalid_argument (non-positive lease time, or an owner id on a
+  /// simple lock), errc::wrong_type (the name holds a key that is not a lock of this kind and
+  /// cannot be one), errc::timeout / connection_lost (the server did not answer).
+  lease try_acquire(const lease_options& options = {});
+  /// Waits up to `wait` for the lock. Returns an empty lease if the wait ends first, however slow
+  /// the server is (attempts in flight are bounded by the same deadline). While time remains,
+  /// connection failures are retried; at the deadline they count as "not acquired". Throws as
+  /// `try_acquire` for errors that waiting cannot fix.
+  lease try_acquire_for(std::chrono::milliseconds wait, const lease_options& options = {});
+  /// As `try_acquire_for`, with an absolute deadline; a deadline in the past means one attempt.
+  lease try_acquire_until(std::chrono::steady_clock::time_point deadline,
+                          const lease_options& options = {});
+  /// Waits for as long as it takes (across server outages: it keeps retrying). Throws as
+  /// `try_acquire` for errors that waiting cannot fix.
+  lease acquire(const lease_options& options = {});
+
+  /// Asynchronous acquisition: returns at once; `done` runs on the client's I/O thread when the
+  /// lock is granted, the wait (`wait`; negative = one attempt; `milliseconds::max()` = forever)
+  /// ends, or an error occurs. No thread is parked while it waits. Never throws; argument
+  /// errors are reported through `done`. A reentrant acquisition is owned by
+  /// `options.owner`, else by the calling thread.
+  void acquire_async(std::chrono::milliseconds wait, acquire_callback done,
+                     lease_options options = {});
+  /// The same, as a future: yields the lease (empty if not acquired) or throws `dlock::error`.
+  std::future<lease> acquire_future(std::chrono::milliseconds wait, lease_options options = {});
+
+  /// True if anyone holds the lock (one EXISTS).
+  bool is_locked() const;
+  /// Who holds it, or nothing if it is free. Throws errc::wrong_type if the key is not a lock of
+  /// this kind.
+  std::optional<lock_holder> holder() const;
+  /// The lock's remaining lease, or nothing if it is not held. A lock without expiry (created by
+  /// someone else without a TTL) reports `milliseconds::max()`.
+  std::optional<std::chrono::milliseconds> remaining_ttl() const;
+  /// The newest fencing token issued for this name (0 if none yet).
+  std::uint64_t fence() const;
+  /// How many clients are subscribed to the lock's unlock channel: waiters elsewhere.
+  std::int64_t waiting_clients() const;
+  /// Deletes the lock whoever holds it and wakes its waiters. The holder learns of it at its next
+  /// renewal (`lease_lost_reason::not_held`). Returns true if there was a lock to delete.
+  bool force_unlock() const;
+
+  // ---- Lockable (std::unique_lock, std::scoped_lock, std::lock) ----
+  // Holds taken through these are kept inside the lock object (shared by its copies), per
+  // thread; unlock() releases the calling thread's most recent one.
+
+  /// Waits for the lock as `acquire()` does. Throws `dlock::error` if it cannot be acquired.
+  void lock() DLOCK_ACQUIRE();
+  /// One attempt; false if held elsewhere. Throws on server errors.
+  bool try_lock() DLOCK_TRY_ACQUIRE(true);
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) DLOCK_TRY_ACQUIRE(true) {
+    return keep(try_acquire_for(std::chrono::ceil<std::chrono::milliseconds>(wait)));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline)
+      DLOCK_TRY_ACQUIRE(true) {
+    const auto left = deadline - Clock::now();
+    return keep(try_acquire_for(std::chrono::ceil<std::chrono::milliseconds>(left)));
+  }
+  /// Releases the calling thread's most recent hold taken through `lock()`/`try_lock*()`.
+  /// Never throws: if the thread holds nothing here, or the server cannot be reached, the
+  /// failure is counted in `client::stats().release_failures` and the lease's expiry is the
+  /// safety net.
+  void unlock() noexcept DLOCK_RELEASE();
+  /// Holds the calling thread took through the Lockable functions of this object and its copies.
+  std::size_t local_holds() const noexcept;
+
+ protected:
+  enum class kind { reentrant, simple };
+  basic_lock(std::shared_ptr<detail::lock_core> core, std::string name, kind k);
+
+  std::shared_ptr<detail::lock_handle> handle_;
+
+ private:
+  bool keep(lease l);
+};
+
+/// A reentrant lock with Redisson's RLock layout (a hash of owner → hold count), so dlock and
+/// Redisson exclude each other on the same name. The owner is the calling thread (or an explicit
+/// owner id); the same owner may acquire it again and must release it as often. Only the
+/// owner can release a hold; a release by anyone else is refused and changes nothing.
+/// The last release publishes the unlock message, waking waiters here and in Redisson.
+class DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : public basic_lock {
+ public:
+  /// True if the calling thread holds the lock (asks the server).
+  bool held_by_current_thread() const;
+  /// The calling thread's hold count on the server (0 if it holds nothing).
+  std::int64_t hold_count() const;
+  /// Same, for an explicit owner id.
+  std::int64_t hold_count(const std::string& owner) const;
+
+ private:
+  friend class client;
+  reentrant_lock(std::shared_ptr<detail::lock_core> core, std::string name)
+      : basic_lock(std::move(core), std::move(name), kind::reentrant) {}
+};
+
+/// A simple, non-reentrant lock with the layout of node-redlock, redsync and redis-py: the key
+/// holds a random 128-bit token, set with SET NX PX; release and extension compare the token.
+/// Mutually exclusive with those libraries on the same name. A second acquisition by the same
+/// thread waits like anyone else's.
+class DLOCK_CAPABILITY("dlock::simple_lock") simple_lock : public basic_lock {
+ private:
+  friend class client;
+  simple_lock(std::shared_ptr<detail::lock_core> core, std::string name)
+      : basic_lock(std::move(core), std::move(name), kind::simple) {}
+};
+
+}  // namespace dlock

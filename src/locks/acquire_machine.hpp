@@ -1,0 +1,75 @@
+// The timing logic of one acquisition, sans-io: it decides when to try, how long to wait and
+// when to give up, from the outcomes it is told and the time it is given. It owns no clock,
+// socket or timer, so every path is unit-testable with made-up times.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <system_error>
+
+namespace dlock::detail {
+
+using steady = std::chrono::steady_clock;
+
+struct acquire_limits {
+  /// When the whole call must end. time_point::max() waits forever.
+  steady::time_point deadline = steady::time_point::max();
+  /// One attempt only (try_acquire, or a wait ≤ 0).
+  bool single_attempt = false;
+  /// Longest sleep without an unlock message before re-checking.
+  std::chrono::milliseconds max_recheck{1000};
+  /// Bound on one attempt's round trip (the client's command timeout).
+  std::chrono::milliseconds command_timeout{5000};
+  /// First pause after a connection failure; doubles up to max_recheck.
+  std::chrono::milliseconds retry_backoff{20};
+};
+
+class acquire_machine {
+ public:
+  enum class step_kind {
+    attempt,       ///< send an attempt; its reply must arrive by `until`
+    wait,          ///< sleep until `until` unless woken (unlock message) first
+    granted,       ///< done: the lock is ours
+    not_acquired,  ///< done: the wait ended without the lock
+    failed,        ///< done: `error` cannot be fixed by waiting
+  };
+  struct step {
+    step_kind kind;
+    steady::time_point until{};
+    std::error_code error{};
+  };
+
+  explicit acquire_machine(acquire_limits limits) : limits_(limits) {}
+
+  /// The first step: always an attempt, even if the deadline has passed (a wait ≤ 0 means
+  /// "try once").
+  step start(steady::time_point now);
+  /// The attempt was granted.
+  step on_granted();
+  /// The attempt found the lock held; `pttl_ms` is the holder's remaining lease as PTTL reports
+  /// it (-1: no expiry, -2: the key vanished meanwhile).
+  step on_busy(std::int64_t pttl_ms, steady::time_point now);
+  /// Woken: an unlock message, a timer, a renewed subscription, or promotion to the head of the
+  /// local queue. Attempts again unless the deadline has passed.
+  step on_wake(steady::time_point now);
+  /// The attempt failed with `ec`. Connection trouble (timeout, connection_lost) is retried with
+  /// backoff while the deadline allows, except for a single attempt; other errors end the call.
+  step on_error(std::error_code ec, steady::time_point now);
+
+  const acquire_limits& limits() const noexcept { return limits_; }
+  /// Attempts sent so far.
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  step attempt(steady::time_point now);
+  step wait_until(steady::time_point t) const;
+
+  acquire_limits limits_;
+  std::chrono::milliseconds backoff_{0};
+  int attempts_ = 0;
+};
+
+/// `now + d`, saturating at time_point::max() instead of overflowing.
+steady::time_point saturating_add(steady::time_point now, std::chrono::milliseconds d);
+
+}  // namespace dlock::detail

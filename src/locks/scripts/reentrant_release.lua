@@ -1,0 +1,14 @@
+-- Release one hold of a reentrant lock; at the last one, delete it and wake waiters.
+-- KEYS[1] lock hash       KEYS[2] unlock channel
+-- ARGV[1] lease in ms     ARGV[2] owner field        ARGV[3] unlock message
+-- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
+-- refreshed), or 1 + the number of subscribers the unlock message reached.
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1 + redis.call('publish', KEYS[2], ARGV[3])
