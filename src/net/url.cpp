@@ -1,5 +1,7 @@
 // URL and duration parsing. Error messages name the part that is wrong but never echo text
 // that could hold a password: a mistyped URL can put the password where a port belongs.
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -144,10 +146,17 @@ void parse_host_port(connection_options& o, std::string_view hostport) {
 
 connection_options connection_options::from_url(std::string_view url) {
   const auto sep = url.find("://");
-  if (sep == std::string_view::npos) {
+  std::string scheme(url.substr(0, sep == std::string_view::npos ? 0 : sep));
+  const bool scheme_like =
+      !scheme.empty() && std::all_of(scheme.begin(), scheme.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+      });
+  // Text that is not a scheme may be anything, a password included: never echo it.
+  if (sep == std::string_view::npos || !scheme_like) {
     bad_url("expected redis://, rediss:// or unix:// at the start");
   }
-  const std::string_view scheme = url.substr(0, sep);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   std::string_view rest = url.substr(sep + 3);
   connection_options o;
 
@@ -158,7 +167,8 @@ connection_options connection_options::from_url(std::string_view url) {
   }
 
   if (scheme == "unix") {
-    if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    // unix://[user[:password]@]/path: credentials, if any, end before the path's first '/'.
+    if (const auto at = rest.substr(0, rest.find('/')).rfind('@'); at != std::string_view::npos) {
       parse_userinfo(o, rest.substr(0, at));
       rest = rest.substr(at + 1);
     }
@@ -168,8 +178,8 @@ connection_options connection_options::from_url(std::string_view url) {
     return o;
   }
   if (scheme != "redis" && scheme != "rediss") {
-    // The scheme cannot hold a password (it precedes "://"), so it is safe to echo.
-    bad_url("unsupported scheme '" + std::string(scheme) +
+    // A word of scheme characters before "://" cannot be a password: safe to echo.
+    bad_url("unsupported scheme '" + scheme +
             "' (expected redis://, rediss:// or unix://)");
   }
   o.tls.enabled = scheme == "rediss";

@@ -30,6 +30,7 @@ void encode_command(std::string& out, std::span<const std::string_view> args) {
 }
 
 void resp_parser::feed(std::string_view bytes) {
+  if (bytes.empty()) return;
   auto room = prepare(bytes.size());
   std::memcpy(room.data(), bytes.data(), bytes.size());
   commit(bytes.size());
@@ -98,11 +99,17 @@ bool resp_parser::read_line(std::string_view& line) {
 
 resp_parser::status resp_parser::parse_element(reply& out, bool& opened_array) {
   const char type = buffer_[pos_];
-  std::string_view line;
-  if (!read_line(line)) {
-    if (end_ - pos_ > limits_.max_line_length) return fail("header line exceeds the length limit");
-    return status::need_more;
+  if (type != '+' && type != '-' && type != ':' && type != '$' && type != '*') {
+    static const char hex[] = "0123456789abcdef";
+    const auto byte = static_cast<unsigned char>(type);
+    return fail(std::string("unexpected type byte 0x") + hex[byte >> 4] + hex[byte & 15]);
   }
+  std::string_view line;
+  const bool complete = read_line(line);
+  // Judge the length the same way however the bytes were split: by the line's own text.
+  const std::size_t seen = complete ? line.size() : end_ - pos_ - 1;
+  if (seen > limits_.max_line_length) return fail("header line exceeds the length limit");
+  if (!complete) return status::need_more;
   const std::size_t after_line = pos_ + 1 + line.size() + 2;
   if (buffer_[after_line - 1] != '\n') return fail("CR not followed by LF in a header line");
 
@@ -166,17 +173,14 @@ resp_parser::status resp_parser::parse_element(reply& out, bool& opened_array) {
       if (stack_.size() >= limits_.max_depth) return fail("arrays nested too deeply");
       frame f{{}, static_cast<std::size_t>(count)};
       // Never trust a length for allocation: a hostile header must not reserve gigabytes.
-      f.elements.reserve(std::min<std::size_t>(f.expected, 1024));
+      f.elements.reserve(std::min<std::size_t>(f.expected, 64));
       stack_.push_back(std::move(f));
       consume(after_line);
       opened_array = true;
       return status::reply;
     }
-    default: {
-      static const char hex[] = "0123456789abcdef";
-      const auto byte = static_cast<unsigned char>(type);
-      return fail(std::string("unexpected type byte 0x") + hex[byte >> 4] + hex[byte & 15]);
-    }
+    default:
+      return fail("unreachable: type byte checked above");
   }
 }
 
