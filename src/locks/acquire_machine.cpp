@@ -47,8 +47,8 @@ acquire_machine::step acquire_machine::on_error(std::error_code ec, steady::time
   const bool transient = ec == errc::timeout || ec == errc::connection_lost;
   if (!transient || limits_.single_attempt) return {step_kind::failed, {}, ec};
   if (now >= limits_.deadline) return {step_kind::not_acquired};
-  backoff_ = backoff_.count() == 0 ? limits_.retry_backoff
-                                   : std::min(backoff_ * 2, limits_.max_recheck);
+  backoff_ = std::min(backoff_.count() == 0 ? limits_.retry_backoff : backoff_ * 2,
+                      limits_.max_recheck);
   return wait_until(saturating_add(now, backoff_));
 }
 
