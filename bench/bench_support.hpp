@@ -1,0 +1,110 @@
+// Helpers shared by dlock's benchmarks: running redis-benchmark and reading its CSV, server
+// facts (version, INFO commandstats), small statistics, and plain-text tables.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlock/connection_options.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+namespace dlock {
+class redis_client;
+}
+
+namespace dlock::bench {
+
+/// ctest's SKIP_RETURN_CODE for the benchmarks: redis-server or redis-benchmark is missing.
+inline constexpr int exit_skip = 77;
+
+// ---- child processes ----
+
+struct process_output {
+  int status = 0;    ///< as waitpid reports it
+  std::string text;  ///< stdout and stderr, interleaved
+};
+
+/// Runs `argv` (PATH lookup for argv[0]) and captures its output. fork/exec rather than popen:
+/// no shell quoting, and the child gets PR_SET_PDEATHSIG so it cannot outlive us. A child that
+/// overruns `timeout` is killed; either way it is reaped before this returns (or throws).
+process_output run_and_capture(const std::vector<std::string>& argv,
+                               std::chrono::milliseconds timeout);
+
+// ---- redis-benchmark ----
+
+/// Splits one CSV line; fields may be quoted, with "" standing for a quote.
+std::vector<std::string> split_csv(std::string_view line);
+
+/// Reads the requests/second from `redis-benchmark --csv` output: the "rps" column named by the
+/// header row (Redis ≥ 7), else the second field (older versions print no header). Anything else
+/// (warnings, progress lines ending in \r) is skipped. Throws std::runtime_error if none is found.
+double parse_rps(const std::string& output);
+
+/// redis-benchmark's connection flags (-h/-p or -s, -a, --user, --dbnum, TLS) for a server.
+std::vector<std::string> server_flags(const connection_options& co);
+
+/// One redis-benchmark invocation.
+struct redis_benchmark_run {
+  std::string program = "redis-benchmark";
+  std::vector<std::string> server;  ///< from server_flags()
+  int clients = 1;                  ///< -c
+  int pipeline = 1;                 ///< -P
+  std::int64_t requests = 10000;    ///< -n
+  /// -r: when positive, every `__rand_int__` in the command's arguments is replaced, separately
+  /// for each occurrence and each request, by a 12-digit zero-padded number in [0, keyspace).
+  std::int64_t keyspace = 0;
+  /// A custom command and its arguments; empty means `tests` below.
+  std::vector<std::string> command;
+  std::string tests;  ///< -t, for built-in tests such as "ping_mbulk"
+  std::chrono::milliseconds timeout{60000};
+};
+
+/// Runs redis-benchmark and returns its requests/second. Throws std::runtime_error if it fails
+/// or overruns its timeout.
+double run_redis_benchmark(const redis_benchmark_run& run);
+
+/// A request count for redis-benchmark that lasts about `seconds` at `rate` requests/s, and is
+/// large enough that its millisecond timer gives a meaningful rate.
+std::int64_t requests_for(double rate, double seconds, int clients, int pipeline);
+
+// ---- the server ----
+
+/// `redis_version` from INFO server, or "?".
+std::string server_version(redis_client& r);
+
+/// Calls per command since the server started (or CONFIG RESETSTAT), from INFO commandstats:
+/// lower-case command name → calls. Script-internal calls count too, under their own names.
+std::map<std::string, std::uint64_t> command_calls(redis_client& r);
+
+/// Deletes every key matching one of `patterns` (SCAN + UNLINK). Returns how many it deleted.
+std::uint64_t delete_matching(redis_client& r, const std::vector<std::string>& patterns);
+
+// ---- statistics ----
+
+double median(std::vector<double> v);
+/// The p-th percentile (0 ≤ p ≤ 100, nearest rank) of `v`, sorting it; 0 for an empty vector.
+double percentile(std::vector<double>& v, double p);
+
+// ---- output ----
+
+/// A plain-text table: a header row, then rows. Columns are as wide as their widest cell;
+/// the first `left_columns` columns are left-aligned, the rest right-aligned.
+struct text_table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::size_t left_columns = 1;
+  std::string render() const;
+};
+
+/// `{"scenarios": scenarios}`, indented, as every benchmark prints with --json.
+std::string scenarios_json(const nlohmann::json& scenarios);
+
+/// printf-style formatting into a std::string.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace dlock::bench

@@ -1,0 +1,137 @@
+// dlock's lock benchmarks, as a library: each scenario measures dlock and a reference in the same
+// call, interleaved, against one server, and returns rows of {dlock, reference, ratio}. Nothing
+// here prints or parses arguments: `dlock_lock_bench` and `dlock bench` do that. Nothing here
+// judges either: DESIGN.md §6's target is carried along as text for the reader.
+//
+// Every key a scenario writes starts with "dlock-bench:" (or is a lock's derived key,
+// "redisson_lock_token:{dlock-bench:…}"); each scenario deletes them when it ends, so a shared
+// server (--url) is left as it was found.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace dlock::bench {
+
+/// A named value beside a result's main numbers (rates, latencies, counts, notes).
+struct extra_field {
+  std::string key;
+  std::variant<double, std::string> value;
+};
+
+/// One measured quantity: dlock's value, the reference's value measured in the same run, and
+/// their ratio (dlock / reference; whether higher is better depends on the metric).
+struct scenario_result {
+  std::string name;            ///< e.g. "uncontended.simple"
+  std::string metric;          ///< e.g. "pairs/s"
+  double dlock = 0;
+  double reference = 0;
+  std::string reference_name;  ///< what the reference is, e.g. "redis-benchmark -c 50 -P 16"
+  double ratio = 0;            ///< dlock / reference (0 if the reference is 0)
+  std::string target;          ///< DESIGN.md §6's target for this row ("" if none); not judged
+  std::vector<extra_field> extra;
+};
+
+/// Receives one-line progress messages (e.g. to print to stderr). May be empty.
+using progress_callback = std::function<void(std::string_view)>;
+
+/// Settings every scenario shares.
+struct bench_settings {
+  /// The server (redis://, rediss:// or unix://). Required.
+  std::string url;
+  /// Duration of each measurement (dlock's, and each reference's).
+  double seconds = 3;
+  /// Each measurement is split into this many slices, interleaved with the other side's slices
+  /// in rotating order, so that drift on a noisy machine hits both sides alike.
+  int rounds = 3;
+  /// The redis-benchmark program (throughput scenario only).
+  std::string redis_benchmark = "redis-benchmark";
+  progress_callback progress;
+};
+
+// ---- 1. uncontended ----------------------------------------------------------------------------
+
+/// Sequential lock+unlock pairs from one thread on one key, fixed 30 s lease (no watchdog):
+/// dlock's reentrant and simple locks (`acquire()` + `release()`), against
+///  (a) two PINGs per pair through dlock's own redis_client, and
+///  (b) a raw loop of `SET key token NX PX 30000` + a compare-and-delete script (EVALSHA) through
+///      the same redis_client.
+/// Also measures the simple lock through `try_acquire()` (no waiting machinery).
+struct uncontended_options {
+  std::chrono::milliseconds lease{30'000};
+};
+std::vector<scenario_result> run_uncontended(const bench_settings& s,
+                                             const uncontended_options& o = {});
+
+// ---- 2. throughput -----------------------------------------------------------------------------
+
+/// Lock+unlock pairs/s of the simple lock, each thread on its own key, N threads through ONE
+/// dlock client; against redis-benchmark running the simple lock's acquire and release scripts
+/// (EVALSHA) with -c N -P 1, and with the "ceiling" -c 50 -P 16. A redis-benchmark pair is two
+/// requests, so its pairs/s = 1 / (1/acquire rps + 1/release rps): its requests/s over both runs
+/// divided by 2. The acquire run spreads keys with -r; the release run runs on keys pre-set with
+/// the token it sends, so it takes the script's real release path (the fraction that did is
+/// reported as "rb_release_hit_fraction").
+struct throughput_options {
+  std::vector<int> threads{1, 4, 16, 64};
+  std::chrono::milliseconds lease{30'000};
+  int ceiling_clients = 50;
+  int ceiling_pipeline = 16;
+};
+std::vector<scenario_result> run_throughput(const bench_settings& s,
+                                            const throughput_options& o = {});
+
+// ---- 3. handoff --------------------------------------------------------------------------------
+
+/// `workers` threads contend for one key, each looping acquire → release at once. Variants:
+/// one dlock client per worker (each its own connections, like separate processes) and,
+/// optionally, one client shared by all workers. Reference: the same workers in a zero-sleep
+/// spin loop of `try_acquire()` (one attempt each), one client per worker.
+/// Reports acquisitions/s, hand-offs/s (acquisitions by a different worker than the previous
+/// one), the release→next-holder latency (release() returning → a different worker's
+/// acquisition returning) p50/p99, also in round trips (median PING latency through a dlock
+/// client, measured in the same run), and client-issued commands per acquisition from
+/// INFO commandstats (evalsha + eval + [p]subscribe + [p]unsubscribe).
+struct handoff_options {
+  int workers = 8;
+  bool shared_client_variant = true;
+  bool reentrant = true;  ///< reentrant lock (default) or simple lock
+  std::chrono::milliseconds lease{30'000};
+};
+std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_options& o = {});
+
+// ---- 4. watchdog -------------------------------------------------------------------------------
+
+/// Holds `leases` watchdog leases (reentrant locks, distinct keys) through one client and
+/// measures, over `periods` watchdog periods (at least `bench_settings::seconds`): renewal
+/// script calls per period (round trips), leases per call, and this process's CPU time
+/// (getrusage(RUSAGE_SELF) user+sys) as a share of one core. Only meaningful when nothing else
+/// in the process runs meanwhile; an embedded server is a separate process and is not counted.
+/// References are DESIGN.md §6's targets (≥ 100 leases per round trip, < 5 % of a core).
+struct watchdog_options {
+  std::size_t leases = 10'000;
+  std::chrono::milliseconds lease{3'000};
+  std::chrono::milliseconds period{1'000};
+  std::size_t renewal_batch = 500;  ///< client_options::renewal_batch
+  int periods = 3;
+};
+std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdog_options& o = {});
+
+// ---- reporting helpers (format, never print) ---------------------------------------------------
+
+/// The results as a plain-text table (name, metric, dlock, reference, ratio, reference name,
+/// target), followed by each row's extra fields.
+std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra);
+
+/// {"name", "metric", "dlock", "reference", "reference_name", "ratio", "target", extra…}: the
+/// extra fields are added at the top level of the object (nlohmann::json's to_json hook).
+void to_json(nlohmann::json& j, const scenario_result& r);
+
+}  // namespace dlock::bench
