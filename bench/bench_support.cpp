@@ -277,7 +277,8 @@ std::string text_table::render() const {
       const std::string cell = i < row.size() ? row[i] : "";
       const std::string pad(width[i] - cell.size(), ' ');
       if (i > 0) text += "  ";
-      text += i < left_columns ? cell + pad : pad + cell;
+      const bool left = i < align.size() ? align[i] == 'l' : i == 0;
+      text += left ? cell + pad : pad + cell;
     }
     while (!text.empty() && text.back() == ' ')
       text.pop_back();

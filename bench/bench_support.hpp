@@ -92,12 +92,13 @@ double percentile(std::vector<double>& v, double p);
 
 // ---- output ----
 
-/// A plain-text table: a header row, then rows. Columns are as wide as their widest cell;
-/// the first `left_columns` columns are left-aligned, the rest right-aligned.
+/// A plain-text table: a header row, then rows. Columns are as wide as their widest cell.
+/// `align` holds 'l' or 'r' per column; columns it does not cover are right-aligned, except the
+/// first, which is left-aligned.
 struct text_table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  std::size_t left_columns = 1;
+  std::string align;
   std::string render() const;
 };
 

@@ -1,9 +1,21 @@
-# cmake -P helper: turns each .lua file in FILES into a std::string_view constant.
+# cmake -P helper: turns each .lua file in FILES into a std::string_view constant named after the
+# file. Files whose names start with '_' are fragments: not embedded themselves, but a line
+# "--#include _name" in a script is replaced by the fragment _name.lua from the same folder.
 set(cpp "// Generated from src/locks/scripts/*.lua; do not edit.\n#include \"dlock_lua_scripts.hpp\"\n\nnamespace dlock::lua {\n")
 set(hpp "// Generated from src/locks/scripts/*.lua; do not edit.\n#pragma once\n\n#include <string_view>\n\nnamespace dlock::lua {\n")
 foreach(file IN LISTS FILES)
   get_filename_component(name ${file} NAME_WE)
+  get_filename_component(dir ${file} DIRECTORY)
+  if(name MATCHES "^_")
+    continue()
+  endif()
   file(READ ${file} body)
+  string(REGEX MATCHALL "--#include [A-Za-z0-9_]+" includes "${body}")
+  foreach(line IN LISTS includes)
+    string(REPLACE "--#include " "" fragment "${line}")
+    file(READ ${dir}/${fragment}.lua fragment_body)
+    string(REPLACE "${line}" "${fragment_body}" body "${body}")
+  endforeach()
   string(FIND "${body}" ")dlock_lua\"" clash)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "${file} contains the raw-string delimiter")

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "dlock/lease.hpp"
 #include "dlock/thread_annotations.hpp"
@@ -29,6 +30,27 @@ struct lock_holder {
   std::string owner;
   /// Hold count (always 1 for a simple lock).
   std::int64_t holds = 0;
+};
+
+/// What kind of key a lock name holds.
+enum class lock_type {
+  none,       ///< nothing: the lock is free
+  reentrant,  ///< a hash of owner -> hold count (dlock's reentrant lock, Redisson's RLock)
+  simple,     ///< a string holding a token (dlock's simple lock, node-redlock, redsync, redis-py)
+  other,      ///< some other Redis type: not a lock
+};
+
+/// A consistent snapshot of a lock, read in one round trip (plus one for `waiters`).
+struct lock_info {
+  lock_type type = lock_type::none;
+  /// Every owner and its hold count (one entry for a simple lock).
+  std::vector<lock_holder> holders;
+  /// Remaining lease; nothing if the lock is free, `milliseconds::max()` if it has no expiry.
+  std::optional<std::chrono::milliseconds> ttl;
+  /// The newest fencing token issued for this name (0 if none yet).
+  std::uint64_t fence = 0;
+  /// Clients subscribed to the lock's unlock channel: waiters, in dlock or Redisson.
+  std::int64_t waiters = 0;
 };
 
 /// Completion of an asynchronous acquisition. On success `ec` is empty and `l` holds the grant;
@@ -91,9 +113,13 @@ class DLOCK_CAPABILITY("dlock::lock") basic_lock {
   std::uint64_t fence() const;
   /// How many clients are subscribed to the lock's unlock channel: waiters elsewhere.
   std::int64_t waiting_clients() const;
-  /// Deletes the lock whoever holds it and wakes its waiters. The holder learns of it at its next
-  /// renewal (`lease_lost_reason::not_held`). Returns true if there was a lock to delete.
-  bool force_unlock() const;
+  /// Everything about the lock at one instant: type, holders, TTL, fencing token, waiters.
+  lock_info info() const;
+  /// Deletes the lock whoever holds it and wakes its waiters; returns what it removed (type
+  /// `none` if there was no lock). The holder learns of it at its next renewal
+  /// (`lease_lost_reason::not_held`). Throws errc::wrong_type, deleting nothing, if the name
+  /// holds a key that is not a lock.
+  lock_info force_unlock() const;
 
   // ---- Lockable (std::unique_lock, std::scoped_lock, std::lock) ----
   // Holds taken through these are kept inside the lock object (shared by its copies), per

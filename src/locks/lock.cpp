@@ -169,12 +169,42 @@ std::int64_t basic_lock::waiting_clients() const {
   return r.at(1).integer();
 }
 
-bool basic_lock::force_unlock() const {
+namespace {
+
+// Reads the state array of _snapshot.lua: {type, pttl, fence, owner1, holds1, ...}.
+lock_info parse_snapshot(const reply& r) {
+  lock_info info;
+  const auto& type = r.at(0).str();
+  info.type = type == "none"     ? lock_type::none
+              : type == "hash"   ? lock_type::reentrant
+              : type == "string" ? lock_type::simple
+                                 : lock_type::other;
+  const auto pttl = r.at(1).integer();
+  if (pttl == -1) info.ttl = std::chrono::milliseconds::max();
+  if (pttl >= 0) info.ttl = std::chrono::milliseconds(pttl);
+  info.fence = parse_u64(r.at(2));
+  const auto& e = r.elements();
+  for (std::size_t i = 3; i + 1 < e.size(); i += 2) {
+    info.holders.push_back({e[i].str(), e[i + 1].integer()});
+  }
+  return info;
+}
+
+}  // namespace
+
+lock_info basic_lock::info() const {
   auto& core = *handle_->core;
   const auto& n = *handle_->names;
-  return core.redis()
-             .eval(core.force_unlock, {n.name, n.channel}, {detail::unlock_message})
-             .integer() == 1;
+  auto info = parse_snapshot(core.redis().eval(core.lock_info, {n.name, n.fence_key}, {}));
+  info.waiters = waiting_clients();
+  return info;
+}
+
+lock_info basic_lock::force_unlock() const {
+  auto& core = *handle_->core;
+  const auto& n = *handle_->names;
+  return parse_snapshot(
+      core.redis().eval(core.force_unlock, {n.name, n.fence_key, n.channel}, {detail::unlock_message}));
 }
 
 // ---- Lockable ----

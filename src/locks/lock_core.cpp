@@ -127,6 +127,7 @@ lock_core::lock_core(client_options options)
       simple_release(std::string(lua::simple_release)),
       renew(std::string(lua::renew)),
       force_unlock(std::string(lua::force_unlock)),
+      lock_info(std::string(lua::lock_info)),
       fenced_set(std::string(lua::fenced_set)),
       options_(std::move(options)),
       redis_(std::make_unique<redis_client>(options_.connection)),

@@ -130,7 +130,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
   // Scripts (public for the lock handles' introspection and the fencing helper).
   const script reentrant_acquire, reentrant_release, reentrant_drop, simple_acquire,
-      simple_release, renew, force_unlock, fenced_set;
+      simple_release, renew, force_unlock, lock_info, fenced_set;
 
   struct counters {
     std::atomic<std::uint64_t> grants{0}, attempts{0}, releases{0}, release_failures{0},

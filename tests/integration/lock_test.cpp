@@ -302,8 +302,12 @@ TEST_F(Locks, ForceUnlockIsNoticedByTheWatchdogAndWakesWaiters) {
        }});
   ASSERT_TRUE(l);
   auto admin = make_client();
-  EXPECT_TRUE(admin.reentrant(key("r")).force_unlock());
-  EXPECT_FALSE(admin.reentrant(key("r")).force_unlock());
+  const auto removed = admin.reentrant(key("r")).force_unlock();
+  EXPECT_EQ(removed.type, lock_type::reentrant);
+  ASSERT_EQ(removed.holders.size(), 1u);
+  EXPECT_EQ(removed.holders[0].owner.rfind(c.id(), 0), 0u);
+  EXPECT_EQ(removed.fence, l.fence());
+  EXPECT_EQ(admin.reentrant(key("r")).force_unlock().type, lock_type::none);
   ASSERT_TRUE(lost.wait());
   EXPECT_FALSE(l.valid());
   EXPECT_TRUE(l.stop_token().stop_requested());
@@ -387,6 +391,17 @@ TEST_F(Locks, IntrospectionReportsHolderTtlFenceAndWaiters) {
   auto simple = c.simple(key("s"));
   auto s = simple.try_acquire();
   EXPECT_EQ(simple.holder()->holds, 1);
+  const auto info = simple.info();
+  EXPECT_EQ(info.type, lock_type::simple);
+  ASSERT_EQ(info.holders.size(), 1u);
+  EXPECT_EQ(info.holders[0].owner.size(), 32u);
+  EXPECT_EQ(info.fence, s.fence());
+  EXPECT_EQ(c.simple(key("free")).info().type, lock_type::none);
+  // Force-unlocking a name that is not a lock deletes nothing.
+  c.redis().command({"RPUSH", key("list"), "x"});
+  EXPECT_THROW(c.simple(key("list")).force_unlock(), error);
+  EXPECT_EQ(c.redis().command({"LLEN", key("list")}).integer(), 1);
+  EXPECT_EQ(c.simple(key("list")).info().type, lock_type::other);
 }
 
 TEST_F(Locks, StdScopedLockOverTwoDlockLocksAndAStdMutex) {

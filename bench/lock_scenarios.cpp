@@ -1,0 +1,899 @@
+#include "lock_scenarios.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cmath>
+#include <exception>
+#include <future>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include <dlock/dlock.hpp>
+
+#include "bench_support.hpp"
+#include "dlock_lua_scripts.hpp"
+
+namespace dlock::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// Every key the scenarios write, and the keys dlock derives from lock names.
+const std::vector<std::string> bench_key_patterns{
+    "dlock-bench:*", "redisson_lock_token:{dlock-bench:*", "redisson_lock__channel:{dlock-bench:*"};
+
+void report(const bench_settings& s, const std::string& message) {
+  if (s.progress) s.progress(message);
+}
+
+double ratio_of(double a, double b) { return b != 0 ? a / b : 0; }
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+int rounds_of(const bench_settings& s) { return std::max(1, s.rounds); }
+
+void check_settings(const bench_settings& s) {
+  if (s.url.empty()) throw std::invalid_argument("bench_settings::url is empty");
+  if (!(s.seconds > 0)) throw std::invalid_argument("bench_settings::seconds must be positive");
+}
+
+// Commands that clients issue to take and release locks. Script-internal calls show up in
+// INFO commandstats under their own names (set, incr, publish, ...), so they are not summed.
+const std::vector<std::string> lock_commands{"evalsha",   "eval",        "subscribe",
+                                             "unsubscribe", "psubscribe", "punsubscribe"};
+
+std::uint64_t calls_delta(const std::map<std::string, std::uint64_t>& before,
+                          const std::map<std::string, std::uint64_t>& after,
+                          const std::vector<std::string>& names) {
+  std::uint64_t total = 0;
+  for (const auto& n : names) {
+    const auto a = after.find(n);
+    if (a == after.end()) continue;
+    const auto b = before.find(n);
+    total += a->second - (b == before.end() ? 0 : b->second);
+  }
+  return total;
+}
+
+// ---- timed multi-threaded loops ----
+
+struct timed_run {
+  std::uint64_t steps = 0;         // steps completed after the start (the wind-down included)
+  clock_type::time_point started;  // the timed window: [started, stopped]
+  clock_type::time_point stopped;
+  clock_type::time_point joined;   // every thread finished its last step
+  double window() const { return seconds_between(started, stopped); }
+  // Every counted step completed inside [started, joined].
+  double rate() const { return static_cast<double>(steps) / seconds_between(started, joined); }
+};
+
+// Runs `threads` threads. Thread i calls step(i) once to warm up (connections, scripts, code
+// paths), then, once every thread has, in a loop until `seconds` have passed. `at_start` runs on
+// this thread after the warm-ups and before the window opens (threads are parked then);
+// `at_end` after every thread has been joined. The first exception thrown by a step stops
+// everything and is rethrown here, after every thread has been joined.
+timed_run run_timed(int threads, double seconds, const std::function<void(int)>& step,
+                    const std::function<void()>& at_start = {},
+                    const std::function<void()>& at_end = {}) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> total{0};
+  std::latch ready(threads);
+  std::latch go(1);
+  bool released = false;
+  const auto release = [&] {
+    if (!released) go.count_down();
+    released = true;
+  };
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+
+  timed_run run;
+  {
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
+    try {
+      for (int i = 0; i < threads; ++i) {
+        pool.emplace_back([&, i] {
+          std::uint64_t n = 0;
+          bool counted = false;
+          try {
+            step(i);
+            ready.count_down();
+            counted = true;
+            go.wait();
+            while (!stop.load(std::memory_order_relaxed)) {
+              step(i);
+              ++n;
+            }
+          } catch (...) {
+            {
+              const std::lock_guard lock(failure_mutex);
+              if (!failure) failure = std::current_exception();
+            }
+            stop = true;
+            if (!counted) ready.count_down();
+          }
+          total += n;
+        });
+      }
+      ready.wait();
+      if (at_start && !stop) at_start();
+    } catch (...) {
+      stop = true;
+      release();
+      throw;  // the pool's destructor joins
+    }
+    run.started = clock_type::now();
+    release();
+    const auto until = run.started + std::chrono::duration_cast<clock_type::duration>(
+                                         std::chrono::duration<double>(seconds));
+    while (!stop.load() && clock_type::now() < until) {
+      std::this_thread::sleep_for(std::min<clock_type::duration>(until - clock_type::now(), 50ms));
+    }
+    run.stopped = clock_type::now();
+    stop = true;
+  }  // joins
+  run.joined = clock_type::now();
+  if (failure) std::rethrow_exception(failure);
+  if (at_end) at_end();
+  run.steps = total.load();
+  return run;
+}
+
+std::string hex_token(std::mt19937_64& rng) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string t(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    auto v = rng();
+    for (int i = 0; i < 16; ++i) {
+      t[static_cast<std::size_t>(half * 16 + i)] = digits[v & 0xf];
+      v >>= 4;
+    }
+  }
+  return t;
+}
+
+lease_options fixed_lease(std::chrono::milliseconds lease_time) {
+  lease_options lo;
+  lo.lease_time = lease_time;
+  return lo;
+}
+
+// A variant measured in interleaved slices: totals accumulate over the slices.
+struct slice_totals {
+  std::uint64_t steps = 0;
+  double seconds = 0;
+  std::uint64_t commands = 0;
+  double rate() const { return seconds > 0 ? static_cast<double>(steps) / seconds : 0; }
+  double per_step(std::uint64_t n) const {
+    return steps > 0 ? static_cast<double>(n) / static_cast<double>(steps) : 0;
+  }
+};
+
+void add_extra(scenario_result& r, std::string key, double v) {
+  r.extra.push_back({std::move(key), v});
+}
+void add_extra(scenario_result& r, std::string key, std::string v) {
+  r.extra.push_back({std::move(key), std::move(v)});
+}
+
+constexpr std::string_view compare_and_delete =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+    "return 0";
+
+}  // namespace
+
+// =============================================================================================
+// 1. uncontended
+
+std::vector<scenario_result> run_uncontended(const bench_settings& s,
+                                             const uncontended_options& o) {
+  check_settings(s);
+  redis_client control(s.url);
+  delete_matching(control, bench_key_patterns);
+
+  client c(s.url);
+  auto& redis = c.redis();
+  const auto lo = fixed_lease(o.lease);
+  auto reentrant = c.reentrant("dlock-bench:uc:reentrant");
+  auto simple = c.simple("dlock-bench:uc:simple");
+  const script cad{std::string(compare_and_delete)};
+  const std::string raw_key = "dlock-bench:uc:raw";
+  const std::string lease_ms = std::to_string(o.lease.count());
+  std::mt19937_64 rng(std::random_device{}());
+
+  const auto held_and_released = [](lease l, const char* what) {
+    if (!l) throw std::runtime_error(std::string(what) + ": an uncontended lock was not granted");
+    if (!l.release()) throw std::runtime_error(std::string(what) + ": release failed");
+  };
+
+  struct variant {
+    std::string name;
+    std::function<void()> pair;
+    std::vector<std::string> commands;  // client-issued commands to count
+    slice_totals totals;
+  };
+  std::vector<variant> variants;
+  variants.push_back({"reentrant", [&] { held_and_released(reentrant.acquire(lo), "reentrant"); },
+                      lock_commands, {}});
+  variants.push_back(
+      {"simple", [&] { held_and_released(simple.acquire(lo), "simple"); }, lock_commands, {}});
+  variants.push_back({"simple.try_acquire",
+                      [&] { held_and_released(simple.try_acquire(lo), "simple.try_acquire"); },
+                      lock_commands,
+                      {}});
+  variants.push_back({"ping",
+                      [&] {
+                        redis.command({"PING"});
+                        redis.command({"PING"});
+                      },
+                      {"ping"},
+                      {}});
+  variants.push_back({"raw",
+                      [&] {
+                        const std::string token = hex_token(rng);
+                        const auto set =
+                            redis.command({"SET", raw_key, token, "NX", "PX", lease_ms});
+                        if (set.is_nil()) throw std::runtime_error("raw: SET NX found the key");
+                        const std::array<std::string_view, 1> keys{raw_key};
+                        const std::array<std::string_view, 1> args{token};
+                        if (redis.eval(cad, keys, args).integer() != 1) {
+                          throw std::runtime_error("raw: compare-and-delete deleted nothing");
+                        }
+                      },
+                      {"set", "evalsha", "eval"},
+                      {}});
+
+  const int rounds = rounds_of(s);
+  const double slice = s.seconds / rounds;
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      auto& v = variants[(k + static_cast<std::size_t>(round)) % variants.size()];
+      std::map<std::string, std::uint64_t> before, after;
+      const auto run = run_timed(
+          1, slice, [&](int) { v.pair(); }, [&] { before = command_calls(control); },
+          [&] { after = command_calls(control); });
+      v.totals.steps += run.steps;
+      v.totals.seconds += seconds_between(run.started, run.joined);
+      v.totals.commands += calls_delta(before, after, v.commands);
+      report(s, format("uncontended round %d/%d  %-18s %10.0f pairs/s", round + 1, rounds,
+                       v.name.c_str(), run.rate()));
+    }
+  }
+  delete_matching(control, bench_key_patterns);
+
+  const auto& ping = variants[3].totals;
+  const auto& raw = variants[4].totals;
+  const double rtt_us = ping.rate() > 0 ? 1e6 / (2 * ping.rate()) : 0;
+  std::vector<scenario_result> results;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& v = variants[i];
+    const double d = v.totals.rate();
+    const auto add_common = [&](scenario_result& r) {
+      add_extra(r, "pair_latency_us", d > 0 ? 1e6 / d : 0);
+      add_extra(r, "round_trips_per_pair", ratio_of(2 * ping.rate(), d));
+      add_extra(r, "commands_per_pair", v.totals.per_step(v.totals.commands));
+      add_extra(r, "ping_rtt_us", rtt_us);
+    };
+    scenario_result vs_raw{"uncontended." + v.name,
+                           "pairs/s",
+                           d,
+                           raw.rate(),
+                           "raw SET NX PX + compare-and-delete EVALSHA, same redis_client",
+                           ratio_of(d, raw.rate()),
+                           v.name == "simple.try_acquire" ? "" : ">= 0.95 x raw",
+                           {}};
+    add_common(vs_raw);
+    add_extra(vs_raw, "reference_commands_per_pair", raw.per_step(raw.commands));
+    results.push_back(std::move(vs_raw));
+    scenario_result vs_ping{"uncontended." + v.name,
+                            "pairs/s",
+                            d,
+                            ping.rate(),
+                            "2 x PING per pair, same redis_client",
+                            ratio_of(d, ping.rate()),
+                            v.name == "simple.try_acquire" ? "" : "2 round trips (ratio ~1)",
+                            {}};
+    add_common(vs_ping);
+    results.push_back(std::move(vs_ping));
+  }
+  return results;
+}
+
+// =============================================================================================
+// 2. throughput
+
+namespace {
+
+// Sets keys PREFIX000000000000 .. PREFIX(n-1) (12 digits, as redis-benchmark's __rand_int__)
+// to a value with a lease; returns how many it set.
+constexpr std::string_view populate_range =
+    "local from, to = tonumber(ARGV[1]), tonumber(ARGV[2]) "
+    "for i = from, to - 1 do "
+    "  redis.call('set', ARGV[3] .. string.format('%012d', i), ARGV[4], 'PX', ARGV[5]) "
+    "end "
+    "return to - from";
+// Deletes that range; returns how many keys were still there.
+constexpr std::string_view delete_range =
+    "local from, to, n = tonumber(ARGV[1]), tonumber(ARGV[2]), 0 "
+    "for i = from, to - 1 do "
+    "  n = n + redis.call('del', ARGV[3] .. string.format('%012d', i)) "
+    "end "
+    "return n";
+
+struct rb_context {
+  const bench_settings& s;
+  redis_client& control;
+  std::vector<std::string> server;
+  std::string acquire_sha;
+  std::string release_sha;
+  std::string lease_ms;
+  script populate{std::string(populate_range)};
+  script unpopulate{std::string(delete_range)};
+};
+
+struct rb_pair {
+  double acquire_rps = 0;
+  double release_rps = 0;
+  double release_hit_fraction = 0;  // releases that found their key (the real release path)
+  double pairs() const { return 1.0 / (1.0 / acquire_rps + 1.0 / release_rps); }
+};
+
+constexpr std::string_view rb_token = "0123456789abcdef0123456789abcdef";  // 32 hex, as dlock's
+constexpr std::string_view rb_acquire_prefix = "dlock-bench:rb:a:";
+constexpr std::string_view rb_release_prefix = "dlock-bench:rb:r:";
+constexpr std::int64_t populate_chunk = 100'000;  // keys per script call: short server stalls
+
+void for_chunks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) {
+  for (std::int64_t from = 0; from < n; from += populate_chunk) {
+    f(from, std::min(n, from + populate_chunk));
+  }
+}
+
+// One redis-benchmark pair (acquire run, then release run), each about `seconds` / 2 long at the
+// estimated rate `estimate` (requests/s; updated with what was measured).
+rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, double& estimate) {
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(60 + seconds * 20));
+  redis_benchmark_run run;
+  run.program = ctx.s.redis_benchmark;
+  run.server = ctx.server;
+  run.clients = clients;
+  run.pipeline = pipeline;
+  run.timeout = timeout;
+  rb_pair out;
+
+  // Acquire: fresh keys (2e9 of them: repeats are rare), so the script takes its grant path:
+  // SET NX PX + INCR of the fencing counter.
+  run.requests = requests_for(estimate, seconds / 2, clients, pipeline);
+  run.keyspace = 2'000'000'000;
+  run.command = {"evalsha",
+                 ctx.acquire_sha,
+                 "2",
+                 std::string(rb_acquire_prefix) + "__rand_int__",
+                 "redisson_lock_token:{dlock-bench:rb}",
+                 std::string(rb_token),
+                 ctx.lease_ms};
+  out.acquire_rps = run_redis_benchmark(run);
+  delete_matching(ctx.control, {std::string(rb_acquire_prefix) + "*"});
+
+  // Release: keys pre-set to the token it sends, so most calls take the real release path
+  // (TYPE, GET, DEL, PUBLISH) rather than the cheap "not held" one.
+  run.requests = requests_for(out.acquire_rps, seconds / 2, clients, pipeline);
+  const std::int64_t keys = std::min<std::int64_t>(3 * run.requests, 2'000'000'000);
+  const std::string prefix(rb_release_prefix);
+  for_chunks(keys, [&](std::int64_t from, std::int64_t to) {
+    const std::string a = std::to_string(from), b = std::to_string(to);
+    const std::array<std::string_view, 5> args{a, b, prefix, rb_token, "600000"};
+    ctx.control.eval(ctx.populate, std::span<const std::string_view>(), args);
+  });
+  run.keyspace = keys;
+  run.command = {"evalsha",
+                 ctx.release_sha,
+                 "2",
+                 prefix + "__rand_int__",
+                 "redisson_lock__channel:{dlock-bench:rb}",
+                 std::string(rb_token),
+                 "0"};
+  out.release_rps = run_redis_benchmark(run);
+  std::int64_t left = 0;
+  for_chunks(keys, [&](std::int64_t from, std::int64_t to) {
+    const std::string a = std::to_string(from), b = std::to_string(to);
+    const std::array<std::string_view, 3> args{a, b, prefix};
+    left += ctx.control.eval(ctx.unpopulate, std::span<const std::string_view>(), args).integer();
+  });
+  out.release_hit_fraction =
+      static_cast<double>(keys - left) / static_cast<double>(std::max<std::int64_t>(1, run.requests));
+  estimate = 2 * out.pairs();
+  return out;
+}
+
+}  // namespace
+
+std::vector<scenario_result> run_throughput(const bench_settings& s, const throughput_options& o) {
+  check_settings(s);
+  redis_client control(s.url);
+  delete_matching(control, bench_key_patterns);
+
+  rb_context ctx{s, control, server_flags(control.options()), "", "", ""};
+  const script acquire_script{std::string(lua::simple_acquire)};
+  const script release_script{std::string(lua::simple_release)};
+  // Loaded up front so redis-benchmark runs pure EVALSHA.
+  ctx.acquire_sha = control.command({"SCRIPT", "LOAD", lua::simple_acquire}).str();
+  ctx.release_sha = control.command({"SCRIPT", "LOAD", lua::simple_release}).str();
+  if (ctx.acquire_sha != acquire_script.sha1() || ctx.release_sha != release_script.sha1()) {
+    throw std::runtime_error("SCRIPT LOAD returned an unexpected SHA1");
+  }
+  ctx.lease_ms = std::to_string(o.lease.count());
+
+  client c(s.url);
+  const auto lo = fixed_lease(o.lease);
+  const int max_threads = o.threads.empty() ? 0 : *std::max_element(o.threads.begin(), o.threads.end());
+  std::vector<simple_lock> locks;
+  for (int i = 0; i < max_threads; ++i) {
+    locks.push_back(c.simple("dlock-bench:tp:" + std::to_string(i)));
+  }
+
+  const std::string ceiling_name = "redis-benchmark -c " + std::to_string(o.ceiling_clients) +
+                                   " -P " + std::to_string(o.ceiling_pipeline) + " (ceiling)";
+  const int rounds = rounds_of(s);
+  const double slice = s.seconds / rounds;
+  double ceiling_estimate = 0;  // requests/s; 0: redis-benchmark sizes its first run minimally
+  std::vector<scenario_result> results;
+  for (std::size_t t = 0; t < o.threads.size(); ++t) {
+    const int threads = o.threads[t];
+    slice_totals ours;
+    std::uint64_t commands_sent = 0, writes = 0;
+    std::vector<rb_pair> same, ceiling;
+    double same_estimate = 0;
+    const auto run_ours = [&] {
+      std::map<std::string, std::uint64_t> before, after;
+      client_counters cb{}, ca{};
+      const auto run = run_timed(
+          threads, slice,
+          [&](int i) {
+            auto l = locks[static_cast<std::size_t>(i)].acquire(lo);
+            if (!l) throw std::runtime_error("throughput: a lock on a private key was not granted");
+            if (!l.release()) throw std::runtime_error("throughput: release failed");
+          },
+          [&] {
+            before = command_calls(control);
+            cb = c.redis().counters();
+          },
+          [&] {
+            after = command_calls(control);
+            ca = c.redis().counters();
+          });
+      ours.steps += run.steps;
+      ours.seconds += seconds_between(run.started, run.joined);
+      ours.commands += calls_delta(before, after, lock_commands);
+      commands_sent += ca.commands_sent - cb.commands_sent;
+      writes += ca.writes - cb.writes;
+      if (same_estimate == 0) same_estimate = 2 * run.rate();
+      report(s, format("throughput %3d threads: dlock %10.0f pairs/s", threads, run.rate()));
+    };
+    const auto run_same = [&] {
+      if (same_estimate == 0) same_estimate = ceiling_estimate / 2;
+      same.push_back(run_rb_pair(ctx, threads, 1, slice, same_estimate));
+      report(s, format("throughput %3d threads: redis-benchmark -c %d -P 1 %10.0f pairs/s",
+                       threads, threads, same.back().pairs()));
+    };
+    const auto run_ceiling = [&] {
+      ceiling.push_back(
+          run_rb_pair(ctx, o.ceiling_clients, o.ceiling_pipeline, slice, ceiling_estimate));
+      report(s, format("throughput %3d threads: %s %10.0f pairs/s", threads, ceiling_name.c_str(),
+                       ceiling.back().pairs()));
+    };
+    const std::array<std::function<void()>, 3> order{run_ours, run_same, run_ceiling};
+    for (int round = 0; round < rounds; ++round) {
+      // Rotate the order per round (and per thread count), ours first in the very first round
+      // so its rate sizes redis-benchmark's first run.
+      const auto shift = static_cast<std::size_t>(round) + t;
+      for (std::size_t k = 0; k < order.size(); ++k)
+        order[(k + shift) % order.size()]();
+    }
+
+    // Totals over the slices: each pair of runs lasted about as long as one of our slices.
+    const auto combine = [](const std::vector<rb_pair>& v, double rb_pair::*field) {
+      std::vector<double> x;
+      for (const auto& p : v)
+        x.push_back(p.*field);
+      return median(x);
+    };
+    const auto pairs_of = [](const std::vector<rb_pair>& v) {
+      std::vector<double> x;
+      for (const auto& p : v)
+        x.push_back(p.pairs());
+      return median(x);
+    };
+    const double d = ours.rate();
+    const std::string name = "throughput.threads=" + std::to_string(threads);
+    const auto add_common = [&](scenario_result& r, const std::vector<rb_pair>& ref) {
+      add_extra(r, "threads", static_cast<double>(threads));
+      add_extra(r, "dlock_commands_per_pair", ours.per_step(ours.commands));
+      add_extra(r, "dlock_commands_per_write",
+                writes > 0 ? static_cast<double>(commands_sent) / static_cast<double>(writes) : 0);
+      add_extra(r, "rb_acquire_rps", combine(ref, &rb_pair::acquire_rps));
+      add_extra(r, "rb_release_rps", combine(ref, &rb_pair::release_rps));
+      add_extra(r, "rb_release_hit_fraction", combine(ref, &rb_pair::release_hit_fraction));
+      add_extra(r, "rb_pairs_note",
+                "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps) = its requests/s "
+                "over both runs / 2; median over rounds");
+    };
+    const double same_pairs = pairs_of(same);
+    scenario_result vs_same{name,
+                            "pairs/s",
+                            d,
+                            same_pairs,
+                            "redis-benchmark -c " + std::to_string(threads) +
+                                " -P 1, simple lock scripts (EVALSHA)",
+                            ratio_of(d, same_pairs),
+                            "",
+                            {}};
+    add_common(vs_same, same);
+    results.push_back(std::move(vs_same));
+    const double ceiling_pairs = pairs_of(ceiling);
+    scenario_result vs_ceiling{
+        name,
+        "pairs/s",
+        d,
+        ceiling_pairs,
+        ceiling_name + ", simple lock scripts (EVALSHA)",
+        ratio_of(d, ceiling_pairs),
+        threads >= 16 ? ">= 0.5 x ceiling; >= 2 x best peer at 16 (peers ~29k-34k pairs/s)" : "",
+        {}};
+    add_common(vs_ceiling, ceiling);
+    results.push_back(std::move(vs_ceiling));
+  }
+  delete_matching(control, bench_key_patterns);
+  return results;
+}
+
+// =============================================================================================
+// 3. handoff
+
+namespace {
+
+struct hold_event {
+  clock_type::time_point acquired;  // acquire() returned
+  clock_type::time_point released;  // release() returned
+  int worker = 0;
+};
+
+struct handoff_totals {
+  std::uint64_t acquisitions = 0;        // inside the windows
+  std::uint64_t handoffs = 0;            // inside the windows
+  std::uint64_t all_acquisitions = 0;    // from window start to join (for commands/acquisition)
+  std::uint64_t commands = 0;
+  std::uint64_t negative_latencies = 0;  // next holder returned before the releaser did
+  double seconds = 0;
+  std::vector<double> latencies_us;
+  double acquisitions_per_s() const { return ratio_of(static_cast<double>(acquisitions), seconds); }
+  double handoffs_per_s() const { return ratio_of(static_cast<double>(handoffs), seconds); }
+  double commands_per_acquisition() const {
+    return ratio_of(static_cast<double>(commands), static_cast<double>(all_acquisitions));
+  }
+};
+
+void tally(handoff_totals& t, std::vector<std::vector<hold_event>>& logs, const timed_run& run) {
+  std::vector<hold_event> all;
+  for (auto& l : logs) {
+    all.insert(all.end(), l.begin(), l.end());
+    l.clear();
+  }
+  // The lock orders its holders, and each holder's acquire() returns before it releases, which
+  // is before the next grant: sorting by return time recovers the order of grants.
+  std::sort(all.begin(), all.end(),
+            [](const hold_event& a, const hold_event& b) { return a.acquired < b.acquired; });
+  t.all_acquisitions += all.size();
+  t.seconds += run.window();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& e = all[i];
+    if (e.acquired < run.started || e.acquired > run.stopped) continue;
+    ++t.acquisitions;
+    if (i == 0 || all[i - 1].worker == e.worker) continue;
+    ++t.handoffs;
+    const double us =
+        std::chrono::duration<double, std::micro>(e.acquired - all[i - 1].released).count();
+    if (us < 0) ++t.negative_latencies;
+    t.latencies_us.push_back(us);
+  }
+}
+
+}  // namespace
+
+std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_options& o) {
+  check_settings(s);
+  if (o.workers < 2) throw std::invalid_argument("handoff needs at least 2 workers");
+  redis_client control(s.url);
+  delete_matching(control, bench_key_patterns);
+
+  const std::string key = "dlock-bench:handoff";
+  const auto lo = fixed_lease(o.lease);
+  const auto n = static_cast<std::size_t>(o.workers);
+  // A basic_lock copy keeps its kind: the handle carries everything.
+  const auto lock_of = [&](const client& c) -> basic_lock {
+    if (o.reentrant) return c.reentrant(key);
+    return c.simple(key);
+  };
+
+  struct variant {
+    std::string name;
+    bool spin = false;
+    std::vector<std::unique_ptr<client>> clients;
+    std::vector<basic_lock> locks;  // one per worker
+    handoff_totals totals;
+  };
+  std::vector<variant> variants;
+  const auto make_variant = [&](std::string name, bool spin, bool shared) {
+    variant v;
+    v.name = std::move(name);
+    v.spin = spin;
+    for (std::size_t i = 0; i < (shared ? 1 : n); ++i)
+      v.clients.push_back(std::make_unique<client>(s.url));
+    for (std::size_t i = 0; i < n; ++i)
+      v.locks.push_back(lock_of(*v.clients[shared ? 0 : i]));
+    variants.push_back(std::move(v));
+  };
+  const std::string clients_name = std::to_string(o.workers) + "-clients";
+  make_variant(clients_name, false, false);
+  if (o.shared_client_variant) make_variant("shared-client", false, true);
+  make_variant("spin", true, false);
+
+  std::vector<std::vector<hold_event>> logs(n);
+  for (auto& l : logs)
+    l.reserve(1 << 16);
+  std::vector<double> ping_us;
+
+  const int rounds = rounds_of(s);
+  const double slice = s.seconds / rounds;
+  for (int round = 0; round < rounds; ++round) {
+    // One round trip, as the median PING latency through a dlock client.
+    {
+      auto& r = variants[0].clients[0]->redis();
+      const auto until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                                 std::chrono::duration<double>(slice / 10));
+      do {
+        const auto t0 = clock_type::now();
+        r.command({"PING"});
+        ping_us.push_back(
+            std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+      } while (clock_type::now() < until);
+    }
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      auto& v = variants[(k + static_cast<std::size_t>(round)) % variants.size()];
+      std::map<std::string, std::uint64_t> before, after;
+      const auto step = [&](int w) {
+        auto& lock = v.locks[static_cast<std::size_t>(w)];
+        lease l = v.spin ? lock.try_acquire(lo) : lock.acquire(lo);
+        if (!l) {
+          if (v.spin) return;
+          throw std::runtime_error("handoff: acquire() returned without the lock");
+        }
+        const auto acquired = clock_type::now();
+        if (!l.release()) throw std::runtime_error("handoff: release failed");
+        logs[static_cast<std::size_t>(w)].push_back({acquired, clock_type::now(), w});
+      };
+      const auto run = run_timed(
+          o.workers, slice, step,
+          [&] {
+            for (auto& l : logs)
+              l.clear();  // drop the warm-up
+            before = command_calls(control);
+          },
+          [&] { after = command_calls(control); });
+      const auto acquisitions_before = v.totals.acquisitions;
+      const auto handoffs_before = v.totals.handoffs;
+      tally(v.totals, logs, run);
+      v.totals.commands += calls_delta(before, after, lock_commands);
+      report(s, format("handoff round %d/%d  %-14s %9.0f acquisitions/s %9.0f hand-offs/s", round + 1,
+                       rounds, v.name.c_str(),
+                       ratio_of(static_cast<double>(v.totals.acquisitions - acquisitions_before),
+                                run.window()),
+                       ratio_of(static_cast<double>(v.totals.handoffs - handoffs_before),
+                                run.window())));
+    }
+  }
+
+  const double rtt = median(ping_us);
+  const auto& spin = variants.back().totals;
+  const std::string spin_name = "spin: " + std::to_string(o.workers) +
+                                " clients, try_acquire() in a tight loop, no sleep";
+  std::vector<scenario_result> results;
+  for (const auto& v : variants) {
+    if (v.spin) continue;
+    const auto& t = v.totals;
+    const std::string name = "handoff." + v.name;
+    auto lat = t.latencies_us;
+    auto spin_lat = spin.latencies_us;
+    const double p50 = percentile(lat, 50), p99 = percentile(lat, 99);
+    const double spin_p50 = percentile(spin_lat, 50), spin_p99 = percentile(spin_lat, 99);
+
+    scenario_result handoffs{name,     "hand-offs/s", t.handoffs_per_s(), spin.handoffs_per_s(),
+                             spin_name, ratio_of(t.handoffs_per_s(), spin.handoffs_per_s()),
+                             ">= 0.5 x spin", {}};
+    add_extra(handoffs, "workers", static_cast<double>(o.workers));
+    add_extra(handoffs, "lock", o.reentrant ? "reentrant" : "simple");
+    add_extra(handoffs, "hand_offs", static_cast<double>(t.handoffs));
+    add_extra(handoffs, "spin_hand_offs", static_cast<double>(spin.handoffs));
+    results.push_back(std::move(handoffs));
+
+    results.push_back({name, "acquisitions/s", t.acquisitions_per_s(), spin.acquisitions_per_s(),
+                       spin_name, ratio_of(t.acquisitions_per_s(), spin.acquisitions_per_s()), "",
+                       {}});
+
+    results.push_back({name, "commands/acquisition", t.commands_per_acquisition(),
+                       spin.commands_per_acquisition(), spin_name,
+                       ratio_of(t.commands_per_acquisition(), spin.commands_per_acquisition()),
+                       "<= 3 (evalsha+eval+[un]subscribe)", {}});
+
+    scenario_result p50_rt{name,
+                           "release->next p50 (round trips)",
+                           ratio_of(p50, rtt),
+                           ratio_of(spin_p50, rtt),
+                           spin_name,
+                           ratio_of(p50, spin_p50),
+                           "<= 3 round trips",
+                           {}};
+    add_extra(p50_rt, "p50_us", p50);
+    add_extra(p50_rt, "spin_p50_us", spin_p50);
+    add_extra(p50_rt, "round_trip_us", rtt);
+    add_extra(p50_rt, "round_trip_note", "median PING latency through a dlock client, same run");
+    add_extra(p50_rt, "negative_latencies", static_cast<double>(t.negative_latencies));
+    results.push_back(std::move(p50_rt));
+
+    scenario_result p99_us{name,    "release->next p99 (us)", p99, spin_p99, spin_name,
+                           ratio_of(p99, spin_p99), "", {}};
+    add_extra(p99_us, "p99_round_trips", ratio_of(p99, rtt));
+    add_extra(p99_us, "spin_p99_round_trips", ratio_of(spin_p99, rtt));
+    results.push_back(std::move(p99_us));
+  }
+  variants.clear();  // disconnect every client before cleaning up
+  delete_matching(control, bench_key_patterns);
+  return results;
+}
+
+// =============================================================================================
+// 4. watchdog
+
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+}  // namespace
+
+std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdog_options& o) {
+  check_settings(s);
+  if (o.leases == 0) throw std::invalid_argument("watchdog needs at least one lease");
+  redis_client control(s.url);
+  delete_matching(control, bench_key_patterns);
+
+  auto co = client_options::from_url(s.url);
+  co.watchdog_lease = o.lease;
+  co.watchdog_period = o.period;
+  co.renewal_batch = o.renewal_batch;
+  std::vector<scenario_result> results;
+  {
+    client c(co);
+    std::vector<lease> leases;
+    leases.reserve(o.leases);
+
+    // Take the leases: single attempts (no waiting machinery), many in flight at once.
+    const auto t_acquire = clock_type::now();
+    constexpr std::size_t wave = 1000;
+    for (std::size_t from = 0; from < o.leases; from += wave) {
+      std::vector<std::future<lease>> pending;
+      for (std::size_t i = from; i < std::min(o.leases, from + wave); ++i) {
+        pending.push_back(
+            c.reentrant("dlock-bench:wd:" + std::to_string(i)).acquire_future(-1ms));
+      }
+      for (auto& f : pending) {
+        leases.push_back(f.get());
+        if (!leases.back()) throw std::runtime_error("watchdog: a fresh lock was not granted");
+      }
+    }
+    const double acquire_seconds = seconds_between(t_acquire, clock_type::now());
+    report(s, format("watchdog: %zu leases taken in %.2f s", leases.size(), acquire_seconds));
+
+    // Let one renewal round pass, so the window starts in the steady state.
+    const auto first_round = c.stats().renewal_rounds + 1;
+    const auto settle_until = clock_type::now() + 3 * o.period;
+    while (c.stats().renewal_rounds < first_round && clock_type::now() < settle_until) {
+      std::this_thread::sleep_for(10ms);
+    }
+
+    // The window: this thread only sleeps; the client's I/O thread renews.
+    const int periods = std::max(
+        o.periods,
+        static_cast<int>(std::ceil(s.seconds * 1000.0 / static_cast<double>(o.period.count()))));
+    const auto before = c.stats();
+    const double cpu0 = cpu_seconds();
+    const auto t0 = clock_type::now();
+    std::this_thread::sleep_for(o.period * periods);
+    const double cpu1 = cpu_seconds();
+    const auto t1 = clock_type::now();
+    const auto after = c.stats();
+    const double wall = seconds_between(t0, t1);
+    const double cpu_share = (cpu1 - cpu0) / wall;
+
+    const auto rounds = after.renewal_rounds - before.renewal_rounds;
+    const auto calls = after.renewal_calls - before.renewal_calls;
+    const auto renewed = after.leases_renewed - before.leases_renewed;
+    std::size_t still_valid = 0;
+    for (const auto& l : leases)
+      still_valid += l.valid() ? 1 : 0;
+    report(s, format("watchdog: %" PRIu64 " rounds, %" PRIu64 " calls, %" PRIu64
+                     " renewals, CPU %.2f %% of a core",
+                     rounds, calls, renewed, 100 * cpu_share));
+
+    const auto t_release = clock_type::now();
+    leases.clear();
+    const double release_seconds = seconds_between(t_release, clock_type::now());
+
+    const double per_call = ratio_of(static_cast<double>(renewed), static_cast<double>(calls));
+    const double calls_per_round = ratio_of(static_cast<double>(calls), static_cast<double>(rounds));
+    const std::string config = format("%zu leases, lease %lld ms, period %lld ms, batch %zu",
+                                      o.leases, static_cast<long long>(o.lease.count()),
+                                      static_cast<long long>(o.period.count()), o.renewal_batch);
+    const auto add_common = [&](scenario_result& r) {
+      add_extra(r, "config", config);
+      add_extra(r, "window_s", wall);
+      add_extra(r, "renewal_rounds", static_cast<double>(rounds));
+      add_extra(r, "renewal_calls_per_round", calls_per_round);
+      add_extra(r, "leases_renewed_per_round",
+                ratio_of(static_cast<double>(renewed), static_cast<double>(rounds)));
+      add_extra(r, "leases_lost", static_cast<double>(after.leases_lost));
+      add_extra(r, "leases_valid_at_end", static_cast<double>(still_valid));
+    };
+    scenario_result batching{"watchdog",
+                             "leases per renewal call",
+                             per_call,
+                             100,
+                             "DESIGN.md section 6 target",
+                             ratio_of(per_call, 100),
+                             ">= 100 leases per round trip",
+                             {}};
+    add_common(batching);
+    add_extra(batching, "note",
+              "each renewal call is one EVALSHA of renew.lua; a round's calls leave in one "
+              "pipelined write");
+    results.push_back(std::move(batching));
+    scenario_result cpu{"watchdog",
+                        "client CPU % of a core",
+                        100 * cpu_share,
+                        5,
+                        "DESIGN.md section 6 target",
+                        ratio_of(100 * cpu_share, 5),
+                        "< 5 % (ratio < 1)",
+                        {}};
+    add_common(cpu);
+    add_extra(cpu, "cpu_seconds", cpu1 - cpu0);
+    add_extra(cpu, "acquire_s", acquire_seconds);
+    add_extra(cpu, "release_s", release_seconds);
+    results.push_back(std::move(cpu));
+  }
+  delete_matching(control, bench_key_patterns);
+  return results;
+}
+
+}  // namespace dlock::bench
