@@ -7,19 +7,10 @@
 // Both runs of a pair go back to back because a shared machine is noisy; with --repeat R the
 // pairs repeat (alternating which side goes first) and medians are reported.
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -27,12 +18,10 @@
 #include <latch>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -40,14 +29,15 @@
 #include <dlock/dlock.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_support.hpp"
 #include "embedded/redis_server.hpp"
 
 namespace {
 
+namespace bench = dlock::bench;
+using bench::exit_skip;
+using bench::median;
 using clock_type = std::chrono::steady_clock;
-
-// ctest's SKIP_RETURN_CODE: redis-server or redis-benchmark is not installed.
-constexpr int exit_skip = 77;
 
 // INCR makes the script do a real key write rather than only crossing into Lua. Both sides run
 // this exact script on this one key (redis-benchmark cannot vary the key per connection).
@@ -159,179 +149,28 @@ dlock_sample run_dlock(const std::string& url, const scenario& sc, const dlock::
 // ---------------------------------------------------------------------------------------------
 // redis-benchmark
 
-struct process_output {
-  int status = 0;
-  std::string text;  // stdout and stderr, interleaved
-};
-
-// fork/exec rather than popen: no shell quoting, and the child gets PR_SET_PDEATHSIG so it
-// cannot outlive us if we are killed mid-run. A child that overruns `timeout` is killed; either
-// way it is reaped before this returns.
-process_output run_and_capture(const std::vector<std::string>& argv,
-                               std::chrono::milliseconds timeout) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv)
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe");
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::system_error(err, std::system_category(), "fork");
-  }
-  if (pid == 0) {
-    // Child: async-signal-safe calls only.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
-    ::dup2(fds[1], STDOUT_FILENO);            // dup2 clears O_CLOEXEC on the copies
-    ::dup2(fds[1], STDERR_FILENO);
-    ::execvp(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-
-  process_output out;
-  bool timed_out = false;
-  const auto deadline = clock_type::now() + timeout;
-  char buf[4096];
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      out.text.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;  // EOF: the child is done (or closed its output)
-    }
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  while (::waitpid(pid, &out.status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) throw std::runtime_error(argv[0] + " did not finish in time; killed it");
-  return out;
-}
-
-// Splits one CSV line; fields may be quoted, with "" standing for a quote.
-std::vector<std::string> split_csv(std::string_view line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
-
-// Reads the requests/second from `redis-benchmark --csv` output: the "rps" column named by the
-// header row (Redis ≥ 7), else the second field (older versions print no header). Anything
-// else (warnings, progress lines ending in \r) is skipped.
-double parse_rps(const std::string& output) {
-  std::optional<std::size_t> column;
-  std::size_t start = 0;
-  while (start < output.size()) {
-    const auto end = std::min(output.find_first_of("\r\n", start), output.size());
-    const auto fields = split_csv(std::string_view(output).substr(start, end - start));
-    start = end + 1;
-    if (!column && fields.size() > 1 && fields[0] == "test") {
-      const auto it = std::find(fields.begin(), fields.end(), "rps");
-      if (it != fields.end()) column = static_cast<std::size_t>(it - fields.begin());
-      continue;
-    }
-    const std::size_t col = column.value_or(1);
-    if (fields.size() <= col) continue;
-    const auto& f = fields[col];
-    double rps = 0;
-    const auto [ptr, ec] = std::from_chars(f.data(), f.data() + f.size(), rps);
-    if (ec == std::errc() && ptr == f.data() + f.size() && rps > 0) return rps;
-  }
-  throw std::runtime_error("no requests/second found in redis-benchmark output:\n" + output);
-}
-
-// redis-benchmark's connection flags for the server the dlock client talks to.
-std::vector<std::string> server_flags(const dlock::connection_options& co) {
-  std::vector<std::string> f;
-  if (!co.unix_path.empty()) {
-    f.insert(f.end(), {"-s", co.unix_path});
-  } else {
-    f.insert(f.end(), {"-h", co.host, "-p", std::to_string(co.port)});
-  }
-  if (!co.password.empty()) {
-    f.insert(f.end(), {"-a", co.password});
-    if (!co.user.empty()) f.insert(f.end(), {"--user", co.user});
-  }
-  if (co.database != 0) f.insert(f.end(), {"--dbnum", std::to_string(co.database)});
-  if (co.tls.enabled) {
-    f.emplace_back("--tls");
-    if (!co.tls.ca_file.empty()) f.insert(f.end(), {"--cacert", co.tls.ca_file});
-    if (!co.tls.cert_file.empty()) f.insert(f.end(), {"--cert", co.tls.cert_file});
-    if (!co.tls.key_file.empty()) f.insert(f.end(), {"--key", co.tls.key_file});
-    if (!co.tls.verify_peer) f.emplace_back("--insecure");
-    if (!co.tls.server_name.empty()) f.insert(f.end(), {"--sni", co.tls.server_name});
-  }
-  return f;
-}
-
 double run_reference(const settings& cfg, const std::vector<std::string>& server,
                      const scenario& sc, const std::string& sha, int callers,
                      std::int64_t requests) {
-  std::vector<std::string> argv{cfg.redis_benchmark};
-  argv.insert(argv.end(), server.begin(), server.end());
-  argv.insert(argv.end(), {"-c", std::to_string(callers), "-n", std::to_string(requests), "-P", "1",
-                           "--csv", "-q"});
+  bench::redis_benchmark_run run;
+  run.program = cfg.redis_benchmark;
+  run.server = server;
+  run.clients = callers;
+  run.pipeline = 1;
+  run.requests = requests;
   if (sc.kind == scenario_kind::ping) {
-    // PING sent as a multi-bulk array, exactly as our client sends it.
-    argv.insert(argv.end(), {"-t", "ping_mbulk"});
+    run.tests = "ping_mbulk";  // PING sent as a multi-bulk array, exactly as our client sends it
   } else {
-    argv.insert(argv.end(), {"evalsha", sha, "1", std::string(bench_key)});
+    run.command = {"evalsha", sha, "1", std::string(bench_key)};
   }
   // Generous: a run that takes 20x longer than planned means something is wrong.
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+  run.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(60 + cfg.seconds * 20));
-  const auto out = run_and_capture(argv, timeout);
-  if (!WIFEXITED(out.status) || WEXITSTATUS(out.status) != 0) {
-    throw std::runtime_error(cfg.redis_benchmark + " failed (status " + std::to_string(out.status) +
-                             "):\n" + out.text);
-  }
-  return parse_rps(out.text);
+  return bench::run_redis_benchmark(run);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Driver
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 struct result {
   std::string scenario;
@@ -380,25 +219,19 @@ result measure(const settings& cfg, const std::string& url, const std::vector<st
   return {sc.name, callers, median(ours), median(theirs), median(ratios), median(per_write)};
 }
 
-std::string server_version(dlock::redis_client& control) {
-  const auto info = control.command({"INFO", "server"}).str();
-  const std::string_view tag = "redis_version:";
-  const auto at = info.find(tag);
-  if (at == std::string::npos) return "?";
-  const auto from = at + tag.size();
-  return info.substr(from, info.find_first_of("\r\n", from) - from);
-}
-
 void print_table(const std::vector<result>& results, const std::string& where,
                  const settings& cfg) {
   std::printf("\n%s, %g s per run, median of %d pair%s\n\n", where.c_str(), cfg.seconds, cfg.repeat,
               cfg.repeat == 1 ? "" : "s");
-  std::printf("%-9s %7s %14s %22s %7s %11s\n", "scenario", "callers", "dlock ops/s",
-              "redis-benchmark ops/s", "ratio", "cmds/write");
+  bench::text_table table;
+  table.header = {"scenario", "callers",   "dlock ops/s", "redis-benchmark ops/s",
+                  "ratio",    "cmds/write"};
   for (const auto& r : results) {
-    std::printf("%-9s %7d %14.0f %22.0f %7.2f %11.2f\n", r.scenario.c_str(), r.callers, r.dlock,
-                r.reference, r.ratio, r.commands_per_write);
+    table.rows.push_back({r.scenario, std::to_string(r.callers), bench::format("%.0f", r.dlock),
+                          bench::format("%.0f", r.reference), bench::format("%.2f", r.ratio),
+                          bench::format("%.2f", r.commands_per_write)});
   }
+  std::fputs(table.render().c_str(), stdout);
   std::printf(
       "\nratio = dlock / redis-benchmark (-c callers -P 1), median over pairs.\n"
       "cmds/write = commands per socket write on dlock's one connection (> 1: auto-pipelining).\n");
@@ -416,7 +249,7 @@ void print_json(const std::vector<result>& results) {
          {"ratio", r.ratio},
          {"commands_per_write", r.commands_per_write}});
   }
-  std::cout << nlohmann::json{{"scenarios", scenarios}}.dump(2) << '\n';
+  std::cout << bench::scenarios_json(scenarios) << '\n';
 }
 
 int run(const settings& cfg) {
@@ -437,7 +270,7 @@ int run(const settings& cfg) {
     url = embedded->url();
   }
   const auto options = dlock::connection_options::from_url(url);
-  const auto server = server_flags(options);
+  const auto server = bench::server_flags(options);
 
   // Declared after the server, so destroyed before it.
   dlock::redis_client control(url);
@@ -446,7 +279,7 @@ int run(const settings& cfg) {
   const auto loaded = control.command({"SCRIPT", "LOAD", bench_script}).str();
   if (loaded != s.sha1()) throw std::runtime_error("SCRIPT LOAD returned " + loaded);
   const std::string where = options.redacted_url() + " (" + (embedded ? "embedded " : "") +
-                            "redis-server " + server_version(control) + ")";
+                            "redis-server " + bench::server_version(control) + ")";
   std::fprintf(stderr, "%s\n", where.c_str());
 
   std::vector<scenario> scenarios;

@@ -1,6 +1,8 @@
 // Formatting of lock benchmark results (as text or JSON); the caller decides where it goes.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -13,9 +15,9 @@ namespace {
 
 std::string number(double v) {
   const double a = std::fabs(v);
-  if (a >= 1000) return format("%.0f", v);
+  if (a >= 1000 || (a < 1e15 && v == std::floor(v))) return format("%.0f", v);
   if (a >= 10) return format("%.1f", v);
-  return format("%.2f", v);
+  return format("%.3g", v);
 }
 
 std::string value_text(const std::variant<double, std::string>& v) {
@@ -34,8 +36,8 @@ std::string value_text(const std::variant<double, std::string>& v) {
 
 std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra) {
   text_table table;
-  table.header = {"scenario", "metric", "dlock", "reference", "ratio", "reference is",
-                  "target (DESIGN 6)"};
+  table.header = {"scenario",     "metric",           "dlock", "reference", "ratio",
+                  "reference is", "target (DESIGN 6)"};
   table.align = "llrrrll";
   for (const auto& r : results) {
     table.rows.push_back({r.name, r.metric, number(r.dlock), number(r.reference),
@@ -44,12 +46,22 @@ std::string format_results_table(const std::vector<scenario_result>& results, bo
   auto text = table.render();
   if (!with_extra) return text;
   text += "\n";
+  // Rows of one scenario often share extra fields: show each field once per scenario name.
+  std::string current;
+  std::vector<std::pair<std::string, std::string>> shown;
   for (const auto& r : results) {
-    if (r.extra.empty()) continue;
-    text += r.name + " [" + r.metric + "]\n";
-    for (const auto& e : r.extra) {
-      text += "    " + e.key + " = " + value_text(e.value) + "\n";
+    if (r.name != current) {
+      current = r.name;
+      shown.clear();
     }
+    std::string block;
+    for (const auto& e : r.extra) {
+      const std::pair<std::string, std::string> kv{e.key, value_text(e.value)};
+      if (std::find(shown.begin(), shown.end(), kv) != shown.end()) continue;
+      shown.push_back(kv);
+      block += "    " + kv.first + " = " + kv.second + "\n";
+    }
+    if (!block.empty()) text += r.name + " [" + r.metric + "]\n" + block;
   }
   return text;
 }

@@ -29,8 +29,8 @@ struct extra_field {
 /// One measured quantity: dlock's value, the reference's value measured in the same run, and
 /// their ratio (dlock / reference; whether higher is better depends on the metric).
 struct scenario_result {
-  std::string name;            ///< e.g. "uncontended.simple"
-  std::string metric;          ///< e.g. "pairs/s"
+  std::string name;    ///< e.g. "uncontended.simple"
+  std::string metric;  ///< e.g. "pairs/s"
   double dlock = 0;
   double reference = 0;
   std::string reference_name;  ///< what the reference is, e.g. "redis-benchmark -c 50 -P 16"
@@ -50,7 +50,7 @@ struct bench_settings {
   double seconds = 3;
   /// Each measurement is split into this many slices, interleaved with the other side's slices
   /// in rotating order, so that drift on a noisy machine hits both sides alike.
-  int rounds = 3;
+  int rounds = 6;
   /// The redis-benchmark program (throughput scenario only).
   std::string redis_benchmark = "redis-benchmark";
   progress_callback progress;
@@ -84,6 +84,10 @@ struct throughput_options {
   std::chrono::milliseconds lease{30'000};
   int ceiling_clients = 50;
   int ceiling_pipeline = 16;
+  /// Diagnostic: take each lock with `try_acquire()` (one attempt, no waiting machinery) instead
+  /// of `acquire()`. On private keys both always succeed at once; the difference is what the
+  /// waiting path costs.
+  bool try_acquire = false;
 };
 std::vector<scenario_result> run_throughput(const bench_settings& s,
                                             const throughput_options& o = {});

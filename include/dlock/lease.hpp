@@ -34,7 +34,8 @@ struct lease_options {
   std::function<void(lease_lost_reason)> on_lost{};
   /// Reentrant locks only: who owns the hold, instead of the calling thread. Use it for work
   /// that moves between threads (thread pools, coroutines); any thread may then release it.
-  /// Holds with the same owner id re-enter each other.
+  /// Holds with the same owner id re-enter each other. A re-entry keeps the first hold's lease
+  /// mode (watchdog or fixed); its lease time only ever extends the lock's expiry.
   std::string owner{};
 };
 
@@ -50,7 +51,7 @@ struct lease_state;
 ///
 /// A lease can be lost while held (the server was unreachable through a whole lease, the
 /// process was paused, an operator force-unlocked it). It is never lost silently: `valid()`
-/// turns false, `stop_token()` is signalled, and the `on_lost` callback runs.
+/// turns false, the `on_lost` callback runs, then `stop_token()` is signalled.
 class lease {
  public:
   /// An empty lease: holds nothing.

@@ -1,19 +1,14 @@
 #include "embedded/redis_server.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -41,39 +36,6 @@ std::uint16_t pick_free_port() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
-}
-
-// Everything the child does between fork and exec is async-signal-safe: the parent may have
-// other threads (a client's I/O thread) holding locks the child would inherit held.
-pid_t spawn(const std::vector<std::string>& args, bool die_with_parent) {
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  if (die_with_parent) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) ::signal(sig, SIG_DFL);
-  const int devnull = ::open("/dev/null", O_RDWR);
-  if (devnull >= 0) {
-    ::dup2(devnull, 0);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-  }
-  // Do not let the child hold copies of the parent's sockets: a connection the parent closes
-  // must really close.
-  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-    for (int fd = 3; fd < 4096; ++fd) ::close(fd);
-  }
-  ::execvp(argv[0], argv.data());
-  ::_exit(127);
 }
 
 bool answers_ping(const std::string& socket_path) {
@@ -113,16 +75,6 @@ bool server_available(const std::string& executable) {
     start = end + 1;
   }
   return false;
-}
-
-int run_program(const std::vector<std::string>& argv) {
-  const pid_t pid = spawn(argv, true);
-  if (pid < 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 redis_server::redis_server(server_options options) : options_(std::move(options)) {
@@ -178,8 +130,11 @@ void redis_server::launch() {
                              "optional"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  pid_ = spawn(args, true);
-  if (pid_ < 0) throw server_error(std::string("fork: ") + std::strerror(errno));
+  try {
+    process_.emplace(args, spawn_options{.quiet = true});
+  } catch (const std::exception& e) {
+    throw server_error(e.what());
+  }
 }
 
 void redis_server::start() {
@@ -188,6 +143,7 @@ void redis_server::start() {
   std::filesystem::remove(unix_socket(), ignored);
   launch();
   if (!wait_ready(std::chrono::steady_clock::now() + options_.start_timeout)) {
+    process_.reset();
     const std::string tail = log_tail();
     stop();
     throw server_error("redis-server did not start on port " + std::to_string(port_) + ":\n" +
@@ -198,11 +154,7 @@ void redis_server::start() {
 bool redis_server::wait_ready(std::chrono::steady_clock::time_point deadline) {
   auto pause = 1ms;
   while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
+    if (process_->try_wait()) return false;  // it exited: the log says why
     if (answers_ping(unix_socket())) return true;
     // Readiness is a condition only the server can signal; back off gently while it starts.
     std::this_thread::sleep_for(pause);
@@ -211,50 +163,27 @@ bool redis_server::wait_ready(std::chrono::steady_clock::time_point deadline) {
   return false;
 }
 
-bool redis_server::wait_exit(std::chrono::milliseconds timeout) noexcept {
-  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  if (fd >= 0) {
-    pollfd p{fd, POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(timeout.count()));
-    ::close(fd);
-    int status = 0;
-    return ::waitpid(pid_, &status, WNOHANG) == pid_;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  do {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) return true;
-    std::this_thread::sleep_for(2ms);
-  } while (std::chrono::steady_clock::now() < deadline);
-  return false;
-}
-
 void redis_server::stop() noexcept {
   if (!running()) return;
-  ::kill(pid_, SIGTERM);
-  ::kill(pid_, SIGCONT);  // a paused server must wake up to act on SIGTERM
-  if (!wait_exit(5000ms)) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  pid_ = -1;
+  process_->signal(SIGTERM);
+  process_->signal(SIGCONT);  // a paused server must wake up to act on SIGTERM
+  process_->wait(5000ms);     // SIGKILL if it has not exited by then
+  process_.reset();
 }
 
 void redis_server::kill() noexcept {
   if (!running()) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  process_->signal(SIGKILL);
+  process_->wait();
+  process_.reset();
 }
 
 void redis_server::pause() {
-  if (running()) ::kill(pid_, SIGSTOP);
+  if (running()) process_->signal(SIGSTOP);
 }
 
 void redis_server::resume() {
-  if (running()) ::kill(pid_, SIGCONT);
+  if (running()) process_->signal(SIGCONT);
 }
 
 std::string redis_server::log_tail(std::size_t lines) const {

@@ -9,9 +9,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "embedded/process.hpp"
 
 namespace dlock::embedded {
 
@@ -58,8 +61,8 @@ class redis_server {
   void pause();
   void resume();
 
-  bool running() const noexcept { return pid_ > 0; }
-  pid_t pid() const noexcept { return pid_; }
+  bool running() const noexcept { return process_ && process_->running(); }
+  pid_t pid() const noexcept { return running() ? process_->pid() : -1; }
   std::uint16_t port() const noexcept { return port_; }
   std::uint16_t tls_port() const noexcept { return tls_port_; }
   const std::string& dir() const noexcept { return dir_; }
@@ -72,17 +75,12 @@ class redis_server {
  private:
   void launch();
   bool wait_ready(std::chrono::steady_clock::time_point deadline);
-  bool wait_exit(std::chrono::milliseconds timeout) noexcept;
 
   server_options options_;
   std::string dir_;
   std::uint16_t port_ = 0;
   std::uint16_t tls_port_ = 0;
-  pid_t pid_ = -1;
+  std::optional<child_process> process_;
 };
-
-/// Runs a program to completion with stdout/stderr discarded; returns its exit status (or -1 if
-/// it could not be started or was killed).
-int run_program(const std::vector<std::string>& argv);
 
 }  // namespace dlock::embedded

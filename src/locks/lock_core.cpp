@@ -572,8 +572,8 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
     g->on_lost.clear();
   }
   counters.leases_lost.fetch_add(1, std::memory_order_relaxed);
-  g->stop.request_stop();
   for (auto& cb : callbacks) call_quietly([&] { cb(why); });
+  g->stop.request_stop();
   if (why == lease_lost_reason::expired) {
     // We told the holder it no longer holds the lock; make that true on the server too, in
     // case the lease is in fact still there, so it cannot block others for nothing.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlock/reply.hpp"
+#include "embedded/process.hpp"
 #include "embedded/redis_server.hpp"
 
 namespace dlock::testing {

@@ -56,11 +56,10 @@ int hold(const dlock::client& c, const std::string& kind, const std::string& nam
   std::mutex m;
   std::condition_variable cv;
   bool lost = false;
-  std::string reason;
-  auto l = acquire(c, kind, name, {.on_lost = [&](dlock::lease_lost_reason r) {
+  bool callback_ran = false;
+  auto l = acquire(c, kind, name, {.on_lost = [&](dlock::lease_lost_reason) {
                                      std::lock_guard lock(m);
-                                     reason = r == dlock::lease_lost_reason::expired ? "expired"
-                                                                                     : "not_held";
+                                     callback_ran = true;
                                    }});
   std::stop_callback on_stop(l.stop_token(), [&] {
     std::lock_guard lock(m);
@@ -74,7 +73,10 @@ int hold(const dlock::client& c, const std::string& kind, const std::string& nam
     std::unique_lock lock(m);
     cv.wait(lock, [&] { return lost; });
   }
-  say("lost " + reason + " valid=" + std::to_string(l.valid()));
+  const bool expired = l.lost_reason() == dlock::lease_lost_reason::expired;
+  std::lock_guard lock(m);
+  say(std::string("lost ") + (expired ? "expired" : "not_held") + " callback=" +
+      std::to_string(callback_ran) + " valid=" + std::to_string(l.valid()));
   const auto late = dlock::fenced_set(c, resource, "stale holder", l.fence());
   say("fenced written=" + std::to_string(late.written) + " highest=" +
       std::to_string(late.highest));

@@ -1,0 +1,65 @@
+// The dlock command line: shared pieces of the subcommands.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+
+namespace dlock::cli {
+
+/// Exit codes (sysexits.h where one fits). Documented in `dlock --help` and docs/cli.md.
+enum exit_code : int {
+  exit_ok = 0,
+  exit_usage = 64,        // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
+  exit_unavailable = 69,  // EX_UNAVAILABLE: the server cannot be reached
+  exit_software = 70,     // EX_SOFTWARE: an unexpected failure
+  exit_not_acquired = 75, // EX_TEMPFAIL: the lock was not acquired within --wait
+  exit_lease_lost = 76,   // the lock was lost while the command ran
+  exit_auth = 77,         // EX_NOPERM: the server refused the credentials
+  exit_cannot_execute = 126,
+  exit_command_not_found = 127,
+};
+
+/// A failure that ends the program with `code` after printing "dlock: <what>" on one line.
+struct failure : std::runtime_error {
+  failure(int c, const std::string& what) : std::runtime_error(what), code(c) {}
+  int code;
+};
+
+/// The exit code for a dlock::error from talking to the server.
+int exit_code_for(const dlock::error& e);
+
+/// The server URL: the last --url, else $DLOCK_URL, else redis://127.0.0.1:6379. Several --url
+/// (RedLock) are reserved for a later version and rejected as a usage error.
+std::string resolve_url(const std::vector<std::string>& urls);
+
+/// Parses a duration flag; throws `failure(exit_usage)` naming the flag.
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
+
+/// Connects, turning connection errors into `failure`s with the right exit code.
+dlock::client connect(const dlock::client_options& options);
+
+struct run_args {
+  std::string url;
+  std::string name;
+  std::vector<std::string> command;
+  std::optional<std::chrono::milliseconds> wait;  // unset: wait forever
+  std::chrono::milliseconds ttl{30'000};
+  std::chrono::milliseconds grace{10'000};
+  std::string kind = "reentrant";
+};
+
+int run(const run_args& args);
+int status(const std::string& url, const std::string& name, bool json);
+int list(const std::string& url, const std::string& pattern, bool json);
+int force_unlock(const std::string& url, const std::string& name);
+int demo(const std::string& self);
+/// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
+int demo_holder(const std::string& url, const std::string& name, const std::string& resource);
+
+}  // namespace dlock::cli

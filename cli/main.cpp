@@ -1,0 +1,228 @@
+// dlock: distributed locks on Redis from the shell.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli.hpp"
+#include "dlock/connection_options.hpp"
+#include "dlock/version.hpp"
+
+namespace dlock::cli {
+
+int exit_code_for(const dlock::error& e) {
+  if (e.code() == errc::invalid_url || e.code() == errc::invalid_argument) return exit_usage;
+  if (e.code() == errc::auth_failed) return exit_auth;
+  if (e.code() == errc::connect_failed || e.code() == errc::tls_failed ||
+      e.code() == errc::timeout || e.code() == errc::connection_lost) {
+    return exit_unavailable;
+  }
+  return exit_software;
+}
+
+std::string resolve_url(const std::vector<std::string>& urls) {
+  if (urls.size() > 1) {
+    throw failure(exit_usage, "several --url (RedLock over independent masters) are not "
+                              "supported by this version; give one");
+  }
+  if (!urls.empty()) return urls.front();
+  if (const char* env = std::getenv("DLOCK_URL"); env && *env) return env;
+  return "redis://127.0.0.1:6379";
+}
+
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text) {
+  try {
+    return parse_duration(text);
+  } catch (const dlock::error&) {
+    throw failure(exit_usage,
+                  "invalid duration '" + text + "' for " + flag + " (expected e.g. 500ms, 10s, 2m)");
+  }
+}
+
+dlock::client connect(const dlock::client_options& options) {
+  try {
+    return dlock::client(options);
+  } catch (const dlock::error& e) {
+    throw failure(exit_code_for(e), e.what());
+  }
+}
+
+namespace {
+
+const char* const overview = R"(Distributed locks on Redis, from the shell.
+
+Examples:
+  dlock run nightly-report -- ./make-report.sh       run on exactly one machine at a time
+  dlock run --wait 0 backup -- ./backup.sh            give up at once if another run holds it
+  dlock run --wait 5m --ttl 10s deploy -- make deploy
+  dlock status nightly-report --json
+  dlock ls 'deploy*'
+  dlock unlock --force nightly-report
+  dlock demo                                          a tour on a private redis-server
+
+The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
+  URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path
+  TLS options as query: ?ca=FILE&cert=FILE&key=FILE&verify=none&sni=NAME
+
+Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
+  64 usage error, 69 server unreachable, 70 internal error, 75 lock not acquired within --wait,
+  76 lock lost while the command ran, 77 authentication refused, 126/127 command not runnable.)";
+
+// Everything after the first "--" belongs to the command `dlock run` starts.
+struct split_args {
+  std::vector<std::string> ours;
+  std::vector<std::string> command;
+  bool has_separator = false;
+};
+
+split_args split_at_separator(int argc, char** argv) {
+  split_args s;
+  for (int i = 1; i < argc; ++i) {
+    if (!s.has_separator && std::string_view(argv[i]) == "--") {
+      s.has_separator = true;
+      continue;
+    }
+    (s.has_separator ? s.command : s.ours).emplace_back(argv[i]);
+  }
+  return s;
+}
+
+std::string self_path(const char* argv0) {
+  char buf[PATH_MAX];
+  const auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+  return argv0;
+}
+
+int main_impl(int argc, char** argv) {
+  CLI::App app(overview, "dlock");
+  app.set_version_flag("--version", std::string("dlock ") + dlock::version);
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::vector<std::string> urls;
+  app.add_option("--url", urls, "Redis server URL (repeatable; several = RedLock, reserved)")
+      ->type_name("URL");
+
+  run_args run_opts;
+  std::string wait_text, ttl_text = "30s", grace_text = "10s";
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run CMD while holding the lock NAME; a distributed flock(1)");
+  run_cmd->footer(R"(
+Runs CMD with DLOCK_NAME and DLOCK_FENCE (the grant's fencing token) in its environment, renews
+the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to dlock, and
+releases the lock when CMD exits, exiting with CMD's status. If the lock is lost while CMD runs,
+CMD gets SIGTERM, then SIGKILL after --grace, and dlock exits 76. Not acquired: exit 75.
+
+Examples:
+  dlock run report -- ./report.sh
+  dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
+  */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
+  run_cmd->add_option("--wait", wait_text,
+                      "How long to wait for the lock (default: forever; 0 = one attempt)")
+      ->type_name("DUR");
+  run_cmd->add_option("--ttl", ttl_text, "Lease, renewed while CMD runs (default 30s)")
+      ->type_name("DUR");
+  run_cmd->add_option("--grace", grace_text,
+                      "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
+      ->type_name("DUR");
+  run_cmd->add_option("--kind", run_opts.kind, "reentrant (Redisson layout, default) or simple")
+      ->type_name("KIND");
+  run_cmd->add_option("name", run_opts.name, "Lock name")->required();
+
+  std::string status_name;
+  bool status_json = false;
+  auto* status_cmd = app.add_subcommand("status", "Show a lock: kind, holders, TTL, fence, waiters");
+  status_cmd->add_option("name", status_name, "Lock name")->required();
+  status_cmd->add_flag("--json", status_json, "Print JSON (schema: docs/cli.md)");
+  status_cmd->footer("\nExamples:\n  dlock status nightly-report\n  dlock status deploy --json");
+
+  std::string pattern = "*";
+  bool ls_json = false;
+  auto* ls_cmd = app.add_subcommand("ls", "List locks (SCAN, never KEYS) with status columns");
+  ls_cmd->add_option("pattern", pattern, "Glob on lock names (default *)");
+  ls_cmd->add_flag("--json", ls_json, "Print JSON (schema: docs/cli.md)");
+  ls_cmd->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json");
+
+  std::string unlock_name;
+  bool force = false;
+  auto* unlock_cmd = app.add_subcommand(
+      "unlock", "Delete a lock whoever holds it, wake its waiters, say what was removed");
+  unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
+  unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock")->required();
+  unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
+
+  auto* demo_cmd = app.add_subcommand("demo", "A tour on a private redis-server (under a minute)");
+
+  std::string holder_url, holder_name, holder_resource;
+  auto* holder_cmd = app.add_subcommand("_demo-holder", "");
+  holder_cmd->group("");  // hidden: the tour's paused holder
+  holder_cmd->add_option("url", holder_url)->required();
+  holder_cmd->add_option("name", holder_name)->required();
+  holder_cmd->add_option("resource", holder_resource)->required();
+
+  const auto split = split_at_separator(argc, argv);
+  std::vector<std::string> reversed(split.ours.rbegin(), split.ours.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::cerr << "dlock: " << what << " (see dlock --help)\n";
+    return exit_usage;
+  }
+
+  if (*run_cmd) {
+    if (!split.has_separator) {
+      throw failure(exit_usage, "run: missing '--' before the command (dlock run NAME -- CMD)");
+    }
+    if (split.command.empty()) throw failure(exit_usage, "run: no command after '--'");
+    if (run_opts.kind != "reentrant" && run_opts.kind != "simple") {
+      throw failure(exit_usage, "run: --kind must be reentrant or simple (fair, read and write "
+                                "are reserved for a later version)");
+    }
+    run_opts.url = resolve_url(urls);
+    run_opts.command = split.command;
+    if (!wait_text.empty()) run_opts.wait = duration_flag("--wait", wait_text);
+    run_opts.ttl = duration_flag("--ttl", ttl_text);
+    run_opts.grace = duration_flag("--grace", grace_text);
+    if (run_opts.ttl < std::chrono::milliseconds(100)) {
+      throw failure(exit_usage, "run: --ttl must be at least 100ms");
+    }
+    return run(run_opts);
+  }
+  if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for dlock run");
+  if (*status_cmd) return status(resolve_url(urls), status_name, status_json);
+  if (*ls_cmd) return list(resolve_url(urls), pattern, ls_json);
+  if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name);
+  if (*demo_cmd) return demo(self_path(argv[0]));
+  if (*holder_cmd) return demo_holder(holder_url, holder_name, holder_resource);
+  return exit_usage;
+}
+
+}  // namespace
+}  // namespace dlock::cli
+
+int main(int argc, char** argv) {
+  using namespace dlock::cli;
+  try {
+    return main_impl(argc, argv);
+  } catch (const failure& f) {
+    std::cerr << "dlock: " << f.what() << "\n";
+    return f.code;
+  } catch (const dlock::error& e) {
+    std::cerr << "dlock: " << e.what() << "\n";
+    return exit_code_for(e);
+  } catch (const std::exception& e) {
+    std::cerr << "dlock: " << e.what() << "\n";
+    return exit_software;
+  }
+}

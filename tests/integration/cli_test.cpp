@@ -1,0 +1,272 @@
+// The dlock command line, black-box: the built binary is spawned and judged by its exit codes,
+// its output and what it leaves in Redis.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "dlock/dlock.hpp"
+#include "redis_fixture.hpp"
+
+namespace dlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+struct outcome {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+/// Runs the dlock binary to completion.
+outcome dlock_cli(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), DLOCK_CLI);
+  child_process p(args, {.capture_stdout = true, .merge_stderr = true, .env = std::move(env)});
+  auto output = p.drain();
+  return {p.wait(120s), std::move(output)};
+}
+
+std::size_t line_count(const std::string& s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+class Cli : public redis_test {
+ protected:
+  std::vector<std::string> run_args(std::vector<std::string> rest) {
+    std::vector<std::string> a = {"--url", url(), "run"};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+  }
+  /// A `dlock run` in the background whose output the test reads.
+  child_process start(std::vector<std::string> rest) {
+    auto a = run_args(std::move(rest));
+    a.insert(a.begin(), DLOCK_CLI);
+    return child_process(a, {.capture_stdout = true, .merge_stderr = true});
+  }
+};
+
+TEST_F(Cli, UsageErrorsExit64WithOneLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"run", "--bogus", "x", "--", "true"},
+      {"--url", url(), "run", "--wait", "10x", "n", "--", "true"},
+      {"--url", url(), "run", "--ttl", "-1s", "n", "--", "true"},
+      {"--url", "http://nope", "run", "n", "--", "true"},
+      {"--url", url(), "run", "n", "true"},  // missing --
+      {"--url", url(), "run", "n", "--"},    // nothing to run
+      {"--url", url(), "run", "--kind", "fair", "n", "--", "true"},
+      {"--url", url(), "--url", url(), "run", "n", "--", "true"},  // RedLock: reserved
+      {"--url", url(), "unlock", "n"},                             // --force required
+      {"--url", url(), "status"},
+      {"frobnicate"},
+      {},
+  };
+  for (const auto& args : cases) {
+    const auto r = dlock_cli(args);
+    EXPECT_EQ(r.code, 64) << ::testing::PrintToString(args) << "\n" << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+    EXPECT_EQ(r.output.rfind("dlock: ", 0), 0u) << r.output;
+  }
+}
+
+TEST_F(Cli, HelpAndVersion) {
+  const auto version = dlock_cli({"--version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.output, std::string("dlock ") + dlock::version + "\n");
+  const auto help = dlock_cli({"--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.output.find("Exit codes"), std::string::npos);
+  for (const char* cmd : {"run", "status", "ls", "unlock"}) {
+    const auto h = dlock_cli({cmd, "--help"});
+    EXPECT_EQ(h.code, 0) << cmd;
+    EXPECT_NE(h.output.find("Example"), std::string::npos) << cmd << ": " << h.output;
+  }
+}
+
+TEST_F(Cli, UnreachableServerExits69) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--url", "redis://127.0.0.1:1", "run", "n", "--", "true"},
+           {"--url", "redis://127.0.0.1:1", "status", "n"},
+       }) {
+    const auto r = dlock_cli(args);
+    EXPECT_EQ(r.code, 69) << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  }
+  // The URL may come from the environment.
+  EXPECT_EQ(dlock_cli({"status", "n"}, {"DLOCK_URL=redis://127.0.0.1:1"}).code, 69);
+  EXPECT_EQ(dlock_cli({"status", "n"}, {"DLOCK_URL=" + url()}).code, 0);
+}
+
+TEST_F(Cli, NotAcquiredWithinTheWaitExits75) {
+  client c(url());
+  auto held = c.reentrant(key("job")).try_acquire();
+  ASSERT_TRUE(held);
+  auto once = dlock_cli(run_args({"--wait", "0", key("job"), "--", "echo", "ran"}));
+  EXPECT_EQ(once.code, 75);
+  EXPECT_EQ(once.output.find("ran"), std::string::npos) << "the command must not run";
+  auto timed = dlock_cli(run_args({"--wait", "300ms", key("job"), "--", "echo", "ran"}));
+  EXPECT_EQ(timed.code, 75);
+  EXPECT_NE(timed.output.find("not acquired within 300ms"), std::string::npos) << timed.output;
+  auto simple = c.simple(key("s")).try_acquire();
+  EXPECT_EQ(dlock_cli(run_args({"--kind", "simple", "--wait", "0", key("s"), "--", "true"})).code,
+            75);
+}
+
+TEST_F(Cli, ExitStatusOfTheCommandIsPassedThrough) {
+  EXPECT_EQ(dlock_cli(run_args({key("a"), "--", "sh", "-c", "exit 7"})).code, 7);
+  EXPECT_EQ(dlock_cli(run_args({key("a"), "--", "sh", "-c", "kill -TERM $$"})).code, 128 + SIGTERM);
+  EXPECT_EQ(dlock_cli(run_args({key("a"), "--", "/nonexistent/program"})).code, 127);
+  EXPECT_EQ(dlock_cli(run_args({key("a"), "--", "/etc/passwd"})).code, 126);
+  client c(url());
+  EXPECT_FALSE(c.reentrant(key("a")).is_locked()) << "released after every run";
+}
+
+TEST_F(Cli, CommandSeesTheLockNameAndAnIncreasingFencingToken) {
+  std::uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto r = dlock_cli(
+        run_args({key("job"), "--", "sh", "-c", "echo \"$DLOCK_NAME $DLOCK_FENCE\""}));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto space = r.output.find(' ');
+    EXPECT_EQ(r.output.substr(0, space), key("job"));
+    const auto fence = std::stoull(r.output.substr(space + 1));
+    EXPECT_GT(fence, last);
+    last = fence;
+  }
+}
+
+TEST_F(Cli, SignalsAreForwardedToTheCommand) {
+  auto run = start({key("job"), "--", "sh", "-c",
+                    "trap 'echo got-term; exit 3' TERM; echo ready; "
+                    "while :; do sleep 0.05; done"});
+  ASSERT_TRUE(run.wait_for("ready"));
+  run.signal(SIGTERM);
+  EXPECT_TRUE(run.wait_for("got-term"));
+  EXPECT_EQ(run.wait(), 3);
+  client c(url());
+  EXPECT_FALSE(c.reentrant(key("job")).is_locked());
+}
+
+TEST_F(Cli, LosingTheLeaseStopsTheCommandAndExits76) {
+  auto run = start({"--ttl", "2s", key("job"), "--", "sh", "-c", "echo ready; exec sleep 60"});
+  ASSERT_TRUE(run.wait_for("ready"));
+  const auto removed = dlock_cli({"--url", url(), "unlock", "--force", key("job")});
+  const auto unlocked = steady::now();
+  EXPECT_EQ(removed.code, 0);
+  EXPECT_NE(removed.output.find("removed reentrant lock " + key("job")), std::string::npos)
+      << removed.output;
+  const auto message = run.wait_for("dlock: lost the lock");
+  ASSERT_TRUE(message);
+  EXPECT_EQ(run.wait(), 76);
+  EXPECT_LT(steady::now() - unlocked, 2s) << "noticed within the lease";
+  EXPECT_NE(dlock_cli({"--url", url(), "unlock", "--force", key("job")}).output.find("nothing"),
+            std::string::npos);
+}
+
+TEST_F(Cli, ACommandThatIgnoresSigtermIsKilledAfterTheGrace) {
+  auto run = start({"--ttl", "1s", "--grace", "300ms", key("job"), "--", "sh", "-c",
+                    "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(run.wait_for("ready"));
+  client c(url());
+  c.reentrant(key("job")).force_unlock();
+  EXPECT_EQ(run.wait(), 76);
+}
+
+TEST_F(Cli, StatusAndLsPrintTheDocumentedJson) {
+  client c(url());
+  auto held = c.reentrant(key("busy")).try_acquire({.lease_time = 60s});
+  auto again = c.reentrant(key("busy")).try_acquire();
+  ASSERT_TRUE(held && again);
+  c.simple(key("done")).try_acquire().release();  // known (it has a fencing counter), now free
+
+  const auto status = dlock_cli({"--url", url(), "status", key("busy"), "--json"});
+  ASSERT_EQ(status.code, 0) << status.output;
+  const auto j = nlohmann::json::parse(status.output);
+  EXPECT_EQ(j.at("name"), key("busy"));
+  EXPECT_EQ(j.at("kind"), "reentrant");
+  EXPECT_EQ(j.at("locked"), true);
+  ASSERT_EQ(j.at("holders").size(), 1u);
+  EXPECT_EQ(j.at("holders")[0].at("owner").get<std::string>().rfind(c.id(), 0), 0u);
+  EXPECT_EQ(j.at("holders")[0].at("holds"), 2);
+  EXPECT_GT(j.at("ttl_ms").get<std::int64_t>(), 50'000);
+  EXPECT_EQ(j.at("fence"), held.fence());
+  EXPECT_EQ(j.at("waiters"), 0);
+
+  const auto free = nlohmann::json::parse(
+      dlock_cli({"--url", url(), "status", key("nothing"), "--json"}).output);
+  EXPECT_EQ(free.at("kind"), "free");
+  EXPECT_EQ(free.at("locked"), false);
+  EXPECT_TRUE(free.at("ttl_ms").is_null());
+  EXPECT_TRUE(free.at("holders").empty());
+
+  const auto ls = dlock_cli({"--url", url(), "ls", key("*"), "--json"});
+  ASSERT_EQ(ls.code, 0) << ls.output;
+  const auto locks = nlohmann::json::parse(ls.output).at("locks");
+  ASSERT_EQ(locks.size(), 2u) << ls.output;
+  EXPECT_EQ(locks[0].at("name"), key("busy"));
+  EXPECT_EQ(locks[0].at("locked"), true);
+  EXPECT_EQ(locks[1].at("name"), key("done"));
+  EXPECT_EQ(locks[1].at("locked"), false);
+  EXPECT_EQ(nlohmann::json::parse(dlock_cli({"--url", url(), "ls", "nomatch*", "--json"}).output)
+                .at("locks")
+                .size(),
+            0u);
+  const auto table = dlock_cli({"--url", url(), "ls"});
+  EXPECT_NE(table.output.find("NAME"), std::string::npos);
+  EXPECT_NE(table.output.find(key("busy")), std::string::npos);
+  const auto human = dlock_cli({"--url", url(), "status", key("busy")});
+  EXPECT_NE(human.output.find("reentrant"), std::string::npos);
+}
+
+class CliContention : public Cli, public ::testing::WithParamInterface<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Kinds, CliContention, ::testing::Values("reentrant", "simple"),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST_P(CliContention, TwentyConcurrentRunsNeverLoseAnUpdate) {
+  const auto file = server().dir() + "/counter";
+  std::ofstream(file) << "0\n";
+  std::vector<child_process> runs;
+  for (int i = 0; i < 20; ++i) {
+    runs.push_back(start({"--kind", GetParam(), key("job"), "--", "sh", "-c",
+                          "n=$(cat \"$1\"); echo $((n+1)) > \"$1\"", "sh", file}));
+  }
+  for (auto& r : runs) EXPECT_EQ(r.wait(), 0) << r.drain();
+  std::string value;
+  std::ifstream(file) >> value;
+  EXPECT_EQ(value, "20");
+}
+
+// The tour runs end to end and leaves nothing behind: this test process adopts (as a child
+// subreaper) anything the tour orphans, so a leftover would show up among our children.
+TEST(CliDemo, TourRunsAndLeavesNoProcessBehind) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const auto r = dlock_cli({"demo"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("counter = 5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rejected"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tour finished"), std::string::npos) << r.output;
+  // What the tour killed may linger as zombies we adopted: reap those (they are not running).
+  int status = 0;
+  while (::waitpid(-1, &status, WNOHANG) > 0) {
+  }
+  std::string children;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    std::string more;
+    std::getline(in, more);
+    children += more;
+  }
+  EXPECT_EQ(children, "") << "left behind: " << children;
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+}  // namespace
+}  // namespace dlock::testing
