@@ -59,6 +59,9 @@ void check_settings(const bench_settings& s) {
 const std::vector<std::string> lock_commands{"evalsha",     "eval",       "subscribe",
                                              "unsubscribe", "psubscribe", "punsubscribe"};
 
+const std::vector<std::string> pubsub_commands{"subscribe", "unsubscribe", "psubscribe",
+                                               "punsubscribe"};
+
 std::uint64_t calls_delta(const std::map<std::string, std::uint64_t>& before,
                           const std::map<std::string, std::uint64_t>& after,
                           const std::vector<std::string>& names) {
@@ -229,6 +232,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
     std::function<void()> pair;
     std::vector<std::string> commands;  // client-issued commands to count
     slice_totals totals;
+    std::uint64_t pubsub = 0;
   };
   std::vector<variant> variants;
   variants.push_back({"reentrant",
@@ -275,6 +279,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
       v.totals.steps += run.steps;
       v.totals.seconds += seconds_between(run.started, run.joined);
       v.totals.commands += calls_delta(before, after, v.commands);
+      v.pubsub += calls_delta(before, after, pubsub_commands);
       report(s, format("uncontended round %d/%d  %-18s %10.0f pairs/s", round + 1, rounds,
                        v.name.c_str(), run.rate()));
     }
@@ -292,6 +297,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
       add_extra(r, "pair_latency_us", d > 0 ? 1e6 / d : 0);
       add_extra(r, "round_trips_per_pair", ratio_of(2 * ping.rate(), d));
       add_extra(r, "commands_per_pair", v.totals.per_step(v.totals.commands));
+      add_extra(r, "subscribe_unsubscribe_per_pair", v.totals.per_step(v.pubsub));
       add_extra(r, "ping_rtt_us", rtt_us);
     };
     scenario_result vs_raw{"uncontended." + v.name,
@@ -463,7 +469,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
   for (std::size_t t = 0; t < o.threads.size(); ++t) {
     const int threads = o.threads[t];
     slice_totals ours;
-    std::uint64_t commands_sent = 0, writes = 0;
+    std::uint64_t commands_sent = 0, writes = 0, pubsub = 0;
     std::vector<rb_pair> same, ceiling;
     double same_estimate = 0;
     const auto run_ours = [&] {
@@ -488,6 +494,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
       ours.steps += run.steps;
       ours.seconds += seconds_between(run.started, run.joined);
       ours.commands += calls_delta(before, after, lock_commands);
+      pubsub += calls_delta(before, after, pubsub_commands);
       commands_sent += ca.commands_sent - cb.commands_sent;
       writes += ca.writes - cb.writes;
       if (same_estimate == 0) same_estimate = 2 * run.rate();
@@ -533,6 +540,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
     const auto add_common = [&](scenario_result& r, const std::vector<rb_pair>& ref) {
       add_extra(r, "threads", static_cast<double>(threads));
       add_extra(r, "dlock_commands_per_pair", ours.per_step(ours.commands));
+      add_extra(r, "dlock_subscribe_unsubscribe_per_pair", ours.per_step(pubsub));
       add_extra(r, "dlock_commands_per_write",
                 writes > 0 ? static_cast<double>(commands_sent) / static_cast<double>(writes) : 0);
       add_extra(r, "rb_acquire_rps", combine(ref, &rb_pair::acquire_rps));
@@ -587,6 +595,7 @@ struct handoff_totals {
   std::uint64_t handoffs = 0;          // inside the windows
   std::uint64_t all_acquisitions = 0;  // from window start to join (for commands/acquisition)
   std::uint64_t commands = 0;
+  std::uint64_t pubsub_commands = 0;  // the part of `commands` that is [p]subscribe/[p]unsubscribe
   std::uint64_t negative_latencies = 0;  // next holder returned before the releaser did
   double seconds = 0;
   std::vector<double> latencies_us;  // release() returned → next holder's acquire() returned
@@ -713,6 +722,7 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
       const auto handoffs_before = v.totals.handoffs;
       tally(v.totals, logs, run);
       v.totals.commands += calls_delta(before, after, lock_commands);
+      v.totals.pubsub_commands += calls_delta(before, after, pubsub_commands);
       report(s, format("handoff round %d/%d  %-14s %9.0f acquisitions/s %9.0f hand-offs/s",
                        round + 1, rounds, v.name.c_str(),
                        ratio_of(static_cast<double>(v.totals.acquisitions - acquisitions_before),
@@ -758,14 +768,27 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
                        "",
                        {}});
 
-    results.push_back({name,
-                       "commands/acquisition",
-                       t.commands_per_acquisition(),
-                       spin.commands_per_acquisition(),
-                       spin_name,
-                       ratio_of(t.commands_per_acquisition(), spin.commands_per_acquisition()),
-                       "<= 3 (evalsha+eval+[un]subscribe)",
-                       {}});
+    scenario_result commands{
+        name,
+        "commands/acquisition",
+        t.commands_per_acquisition(),
+        spin.commands_per_acquisition(),
+        spin_name,
+        ratio_of(t.commands_per_acquisition(), spin.commands_per_acquisition()),
+        "<= 3 (evalsha+eval+[un]subscribe)",
+        {}};
+    const double acquisitions = static_cast<double>(std::max<std::uint64_t>(1, t.all_acquisitions));
+    add_extra(commands, "scripts_per_acquisition",
+              static_cast<double>(t.commands - t.pubsub_commands) / acquisitions);
+    add_extra(commands, "subscribe_unsubscribe_per_acquisition",
+              static_cast<double>(t.pubsub_commands) / acquisitions);
+    add_extra(commands, "same_worker_reacquisitions",
+              ratio_of(static_cast<double>(t.acquisitions - t.handoffs),
+                       static_cast<double>(t.acquisitions)));
+    add_extra(commands, "spin_same_worker_reacquisitions",
+              ratio_of(static_cast<double>(spin.acquisitions - spin.handoffs),
+                       static_cast<double>(spin.acquisitions)));
+    results.push_back(std::move(commands));
 
     scenario_result p50_rt{
         name,      "release->next p50 (round trips)", ratio_of(p50, rtt), ratio_of(spin_p50, rtt),
