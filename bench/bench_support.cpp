@@ -294,6 +294,10 @@ std::string scenarios_json(const nlohmann::json& scenarios) {
   return nlohmann::json{{"scenarios", scenarios}}.dump(2);
 }
 
+std::string scenarios_json(const nlohmann::ordered_json& scenarios) {
+  return nlohmann::ordered_json{{"scenarios", scenarios}}.dump(2);
+}
+
 std::string format(const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);

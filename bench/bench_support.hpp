@@ -104,6 +104,8 @@ struct text_table {
 
 /// `{"scenarios": scenarios}`, indented, as every benchmark prints with --json.
 std::string scenarios_json(const nlohmann::json& scenarios);
+/// The same, keeping each object's fields in insertion order.
+std::string scenarios_json(const nlohmann::ordered_json& scenarios);
 
 /// printf-style formatting into a std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -114,7 +114,7 @@ int run(settings cfg) {
   }
 
   if (cfg.json) {
-    std::cout << bench::scenarios_json(nlohmann::json(results)) << '\n';
+    std::cout << bench::scenarios_json(nlohmann::ordered_json(results)) << '\n';
   } else {
     std::printf("\n%s, %g s per measurement, %d interleaved slice%s\n\n", where.c_str(),
                 cfg.seconds, cfg.rounds, cfg.rounds == 1 ? "" : "s");

@@ -66,14 +66,14 @@ std::string format_results_table(const std::vector<scenario_result>& results, bo
   return text;
 }
 
-void to_json(nlohmann::json& j, const scenario_result& r) {
-  j = nlohmann::json{{"name", r.name},
-                     {"metric", r.metric},
-                     {"dlock", r.dlock},
-                     {"reference", r.reference},
-                     {"reference_name", r.reference_name},
-                     {"ratio", r.ratio},
-                     {"target", r.target}};
+void to_json(nlohmann::ordered_json& j, const scenario_result& r) {
+  j = nlohmann::ordered_json{{"name", r.name},
+                             {"metric", r.metric},
+                             {"dlock", r.dlock},
+                             {"reference", r.reference},
+                             {"reference_name", r.reference_name},
+                             {"ratio", r.ratio},
+                             {"target", r.target}};
   for (const auto& e : r.extra) {
     std::visit([&](const auto& x) { j[e.key] = x; }, e.value);
   }

@@ -3,9 +3,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cinttypes>
 #include <cmath>
+#include <cstdint>
 #include <exception>
 #include <future>
 #include <latch>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <utility>

@@ -134,8 +134,9 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
 /// target), followed by each row's extra fields.
 std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra);
 
-/// {"name", "metric", "dlock", "reference", "reference_name", "ratio", "target", extra…}: the
-/// extra fields are added at the top level of the object (nlohmann::json's to_json hook).
-void to_json(nlohmann::json& j, const scenario_result& r);
+/// {"name", "metric", "dlock", "reference", "reference_name", "ratio", "target", extra…}, in
+/// that order: the extra fields are added at the top level of the object (nlohmann's to_json
+/// hook; use nlohmann::ordered_json to keep the order).
+void to_json(nlohmann::ordered_json& j, const scenario_result& r);
 
 }  // namespace dlock::bench

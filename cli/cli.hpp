@@ -15,12 +15,12 @@ namespace dlock::cli {
 /// Exit codes (sysexits.h where one fits). Documented in `dlock --help` and docs/cli.md.
 enum exit_code : int {
   exit_ok = 0,
-  exit_usage = 64,        // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
-  exit_unavailable = 69,  // EX_UNAVAILABLE: the server cannot be reached
-  exit_software = 70,     // EX_SOFTWARE: an unexpected failure
-  exit_not_acquired = 75, // EX_TEMPFAIL: the lock was not acquired within --wait
-  exit_lease_lost = 76,   // the lock was lost while the command ran
-  exit_auth = 77,         // EX_NOPERM: the server refused the credentials
+  exit_usage = 64,         // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
+  exit_unavailable = 69,   // EX_UNAVAILABLE: the server cannot be reached
+  exit_software = 70,      // EX_SOFTWARE: an unexpected failure
+  exit_not_acquired = 75,  // EX_TEMPFAIL: the lock was not acquired within --wait
+  exit_lease_lost = 76,    // the lock was lost while the command ran
+  exit_auth = 77,          // EX_NOPERM: the server refused the credentials
   exit_cannot_execute = 126,
   exit_command_not_found = 127,
 };

@@ -49,9 +49,13 @@ void heading(int n, const std::string& title) {
   std::cout << "\n" << n << ". " << title << "\n" << std::flush;
 }
 
-void say(const std::string& line) { std::cout << "   " << line << "\n" << std::flush; }
+void say(const std::string& line) {
+  std::cout << "   " << line << "\n" << std::flush;
+}
 
-double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(steady::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 std::string fmt(double v, const char* spec = "%.1f") {
   char buf[32];
@@ -73,8 +77,10 @@ void contention(const std::string& self, const std::string& url, const std::stri
   heading(1, "Five processes contend for one lock through `dlock run`");
   const std::string file = dir + "/counter";
   std::ofstream(file) << "0\n";
-  say("each runs: dlock run demo:counter -- sh -c 'read n < counter; sleep 0.2; echo $((n+1)) > counter'");
-  say("a read-modify-write with a pause in the middle: only the lock keeps updates from being lost");
+  say("each runs: dlock run demo:counter -- sh -c 'read n < counter; sleep 0.2; echo $((n+1)) > "
+      "counter'");
+  say("a read-modify-write with a pause in the middle: only the lock keeps updates from being "
+      "lost");
   std::vector<child_process> runs;
   const auto start = steady::now();
   for (int i = 1; i <= 5; ++i) {
@@ -98,9 +104,8 @@ void contention(const std::string& self, const std::string& url, const std::stri
 void crash(const std::string& self, const std::string& url, const dlock::client& c) {
   heading(2, "A holder is killed with SIGKILL: the lock comes back when its lease runs out");
   say("$ dlock run --ttl 2s demo:crash -- sleep 60      (the watchdog renews the 2 s lease)");
-  auto holder = start_run(self, url,
-                          {"--ttl", "2s", "demo:crash", "--", "sh", "-c", "echo held; exec sleep 60"},
-                          true);
+  auto holder = start_run(
+      self, url, {"--ttl", "2s", "demo:crash", "--", "sh", "-c", "echo held; exec sleep 60"}, true);
   if (!holder.wait_for("held", 30s)) throw failure(exit_software, "the holder never started");
   const auto info = c.reentrant("demo:crash").info();
   say("held by " + (info.holders.empty() ? std::string("?") : info.holders[0].owner) +
@@ -163,12 +168,11 @@ int demo_holder(const std::string& url, const std::string& name, const std::stri
   lost.wait(false);
   std::cout << "lost the lease ("
             << (l.lost_reason() == lease_lost_reason::expired ? "it expired" : "it was taken")
-            << "): the stop_token fired; valid() = "
-            << (l.valid() ? "true" : "false") << std::endl;
+            << "): the stop_token fired; valid() = " << (l.valid() ? "true" : "false") << std::endl;
   const auto late = fenced_set(c, resource, "stale write", l.fence());
   std::cout << "fenced write with the old token " << l.fence() << ": "
-            << (late.written ? "ACCEPTED (bug!)" : "rejected, newest token is " +
-                                                      std::to_string(late.highest))
+            << (late.written ? "ACCEPTED (bug!)"
+                             : "rejected, newest token is " + std::to_string(late.highest))
             << std::endl;
   return exit_ok;
 }
@@ -178,7 +182,8 @@ int demo(const std::string& self) {
     throw failure(exit_unavailable,
                   "the tour needs redis-server; install it (Debian: apt-get install redis-server)");
   }
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, on_interrupt);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::signal(sig, on_interrupt);
   const auto started = steady::now();
   std::cout << "dlock " << dlock::version << " tour\n";
   embedded::redis_server server;

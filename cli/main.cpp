@@ -25,8 +25,9 @@ int exit_code_for(const dlock::error& e) {
 
 std::string resolve_url(const std::vector<std::string>& urls) {
   if (urls.size() > 1) {
-    throw failure(exit_usage, "several --url (RedLock over independent masters) are not "
-                              "supported by this version; give one");
+    throw failure(exit_usage,
+                  "several --url (RedLock over independent masters) are not "
+                  "supported by this version; give one");
   }
   if (!urls.empty()) return urls.front();
   if (const char* env = std::getenv("DLOCK_URL"); env && *env) return env;
@@ -37,8 +38,8 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
   try {
     return parse_duration(text);
   } catch (const dlock::error&) {
-    throw failure(exit_usage,
-                  "invalid duration '" + text + "' for " + flag + " (expected e.g. 500ms, 10s, 2m)");
+    throw failure(exit_usage, "invalid duration '" + text + "' for " + flag +
+                                  " (expected e.g. 500ms, 10s, 2m)");
   }
 }
 
@@ -108,8 +109,8 @@ int main_impl(int argc, char** argv) {
 
   run_args run_opts;
   std::string wait_text, ttl_text = "30s", grace_text = "10s";
-  auto* run_cmd = app.add_subcommand(
-      "run", "Run CMD while holding the lock NAME; a distributed flock(1)");
+  auto* run_cmd =
+      app.add_subcommand("run", "Run CMD while holding the lock NAME; a distributed flock(1)");
   run_cmd->footer(R"(
 Runs CMD with DLOCK_NAME and DLOCK_FENCE (the grant's fencing token) in its environment, renews
 the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to dlock, and
@@ -120,13 +121,15 @@ Examples:
   dlock run report -- ./report.sh
   dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
   */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
-  run_cmd->add_option("--wait", wait_text,
-                      "How long to wait for the lock (default: forever; 0 = one attempt)")
+  run_cmd
+      ->add_option("--wait", wait_text,
+                   "How long to wait for the lock (default: forever; 0 = one attempt)")
       ->type_name("DUR");
   run_cmd->add_option("--ttl", ttl_text, "Lease, renewed while CMD runs (default 30s)")
       ->type_name("DUR");
-  run_cmd->add_option("--grace", grace_text,
-                      "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
+  run_cmd
+      ->add_option("--grace", grace_text,
+                   "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
       ->type_name("DUR");
   run_cmd->add_option("--kind", run_opts.kind, "reentrant (Redisson layout, default) or simple")
       ->type_name("KIND");
@@ -134,7 +137,8 @@ Examples:
 
   std::string status_name;
   bool status_json = false;
-  auto* status_cmd = app.add_subcommand("status", "Show a lock: kind, holders, TTL, fence, waiters");
+  auto* status_cmd =
+      app.add_subcommand("status", "Show a lock: kind, holders, TTL, fence, waiters");
   status_cmd->add_option("name", status_name, "Lock name")->required();
   status_cmd->add_flag("--json", status_json, "Print JSON (schema: docs/cli.md)");
   status_cmd->footer("\nExamples:\n  dlock status nightly-report\n  dlock status deploy --json");
@@ -186,8 +190,9 @@ Examples:
     }
     if (split.command.empty()) throw failure(exit_usage, "run: no command after '--'");
     if (run_opts.kind != "reentrant" && run_opts.kind != "simple") {
-      throw failure(exit_usage, "run: --kind must be reentrant or simple (fair, read and write "
-                                "are reserved for a later version)");
+      throw failure(exit_usage,
+                    "run: --kind must be reentrant or simple (fair, read and write "
+                    "are reserved for a later version)");
     }
     run_opts.url = resolve_url(urls);
     run_opts.command = split.command;

@@ -61,9 +61,12 @@ struct events {
 
 std::string reason_text(lease_lost_reason r) {
   switch (r) {
-    case lease_lost_reason::expired: return "its lease ran out before it could be renewed";
-    case lease_lost_reason::not_held: return "it was taken away (expired, deleted or force-unlocked)";
-    case lease_lost_reason::client_closed: return "the client closed";
+    case lease_lost_reason::expired:
+      return "its lease ran out before it could be renewed";
+    case lease_lost_reason::not_held:
+      return "it was taken away (expired, deleted or force-unlocked)";
+    case lease_lost_reason::client_closed:
+      return "the client closed";
   }
   return "unknown";
 }
@@ -78,7 +81,8 @@ std::string describe(std::chrono::milliseconds d) {
 pid_t spawn(const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
             const sigset_t& original_mask, int& exec_errno) {
   std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : command)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
   for (char** e = environ; *e; ++e) {
@@ -86,7 +90,8 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
     if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCE=")) continue;
     envp.push_back(*e);
   }
-  for (const auto& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const auto& e : extra_env)
+    envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
   int report[2];
@@ -95,7 +100,8 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
   if (pid < 0) throw failure(exit_software, std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     ::close(report[0]);
-    for (int sig : forwarded_signals) ::signal(sig, SIG_DFL);
+    for (int sig : forwarded_signals)
+      ::signal(sig, SIG_DFL);
     ::signal(SIGCHLD, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
@@ -124,7 +130,8 @@ int status_of(int wstatus) {
 int run(const run_args& args) {
   sigset_t handled, original;
   sigemptyset(&handled);
-  for (int sig : forwarded_signals) sigaddset(&handled, sig);
+  for (int sig : forwarded_signals)
+    sigaddset(&handled, sig);
   sigaddset(&handled, SIGCHLD);
   ::pthread_sigmask(SIG_BLOCK, &handled, &original);
   fd signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));

@@ -14,10 +14,14 @@ namespace {
 
 const char* kind_name(lock_type t) {
   switch (t) {
-    case lock_type::none: return "free";
-    case lock_type::reentrant: return "reentrant";
-    case lock_type::simple: return "simple";
-    case lock_type::other: return "other";
+    case lock_type::none:
+      return "free";
+    case lock_type::reentrant:
+      return "reentrant";
+    case lock_type::simple:
+      return "simple";
+    case lock_type::other:
+      return "other";
   }
   return "?";
 }
@@ -33,7 +37,8 @@ std::string ttl_text(const std::optional<std::chrono::milliseconds>& ttl) {
 // The documented JSON form of one lock (docs/cli.md).
 nlohmann::json to_json(const std::string& name, const lock_info& info) {
   nlohmann::json holders = nlohmann::json::array();
-  for (const auto& h : info.holders) holders.push_back({{"owner", h.owner}, {"holds", h.holds}});
+  for (const auto& h : info.holders)
+    holders.push_back({{"owner", h.owner}, {"holds", h.holds}});
   nlohmann::json ttl = nullptr;
   if (info.ttl) ttl = *info.ttl == std::chrono::milliseconds::max() ? -1 : info.ttl->count();
   return {{"name", name},
@@ -113,19 +118,21 @@ int list(const std::string& url, const std::string& pattern, bool json) {
     rows.emplace_back(name, c.reentrant(name).info());
   }
   if (json) {
-    for (const auto& [name, info] : rows) all.push_back(to_json(name, info));
+    for (const auto& [name, info] : rows)
+      all.push_back(to_json(name, info));
     std::cout << nlohmann::json{{"locks", all}}.dump() << "\n";
     return exit_ok;
   }
   std::size_t width = 4;
-  for (const auto& [name, info] : rows) width = std::max(width, name.size());
+  for (const auto& [name, info] : rows)
+    width = std::max(width, name.size());
   std::printf("%-*s  %-9s  %-9s  %6s  %7s  %s\n", static_cast<int>(width), "NAME", "KIND", "TTL",
               "FENCE", "WAITERS", "HOLDERS");
   for (const auto& [name, info] : rows) {
     std::printf("%-*s  %-9s  %-9s  %6llu  %7lld  %s\n", static_cast<int>(width), name.c_str(),
                 kind_name(info.type), ttl_text(info.ttl).c_str(),
-                static_cast<unsigned long long>(info.fence),
-                static_cast<long long>(info.waiters), holders_text(info).c_str());
+                static_cast<unsigned long long>(info.fence), static_cast<long long>(info.waiters),
+                holders_text(info).c_str());
   }
   return exit_ok;
 }

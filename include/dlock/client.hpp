@@ -39,10 +39,10 @@ struct client_options {
 
 /// What a client is doing, for monitoring and tests.
 struct client_stats {
-  std::uint64_t grants = 0;           ///< successful acquisitions (re-entries included)
-  std::uint64_t attempts = 0;         ///< acquire scripts sent
-  std::uint64_t releases = 0;         ///< holds released
-  std::uint64_t release_failures = 0; ///< releases the server could not confirm
+  std::uint64_t grants = 0;            ///< successful acquisitions (re-entries included)
+  std::uint64_t attempts = 0;          ///< acquire scripts sent
+  std::uint64_t releases = 0;          ///< holds released
+  std::uint64_t release_failures = 0;  ///< releases the server could not confirm
   std::uint64_t leases_lost = 0;
   std::uint64_t renewal_rounds = 0;   ///< watchdog periods that renewed at least one lease
   std::uint64_t renewal_calls = 0;    ///< renew scripts sent (one per batch)

@@ -117,8 +117,9 @@ class redis_client {
                   timeout);
   }
   /// Sends one command; the future yields the reply or throws what `command` would.
-  std::future<reply> command_future(std::span<const std::string_view> args,
-                                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  std::future<reply> command_future(
+      std::span<const std::string_view> args,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// Runs `s` with EVALSHA (falling back to EVAL on NOSCRIPT) and waits for its reply. Throws as
   /// `command` does; a script runtime error is errc::server_error with the server's message.

@@ -8,20 +8,34 @@ class dlock_category final : public std::error_category {
   const char* name() const noexcept override { return "dlock"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::invalid_argument: return "invalid argument";
-      case errc::invalid_url: return "invalid URL";
-      case errc::connect_failed: return "cannot connect to the server";
-      case errc::auth_failed: return "authentication failed";
-      case errc::tls_failed: return "TLS failure";
-      case errc::timeout: return "timed out";
-      case errc::connection_lost: return "connection lost";
-      case errc::client_closed: return "client closed";
-      case errc::protocol_error: return "protocol error";
-      case errc::server_error: return "server error";
-      case errc::wrong_type: return "key holds the wrong type";
-      case errc::unexpected_reply: return "unexpected reply";
-      case errc::lease_lost: return "lease lost";
-      case errc::not_owner: return "not the owner";
+      case errc::invalid_argument:
+        return "invalid argument";
+      case errc::invalid_url:
+        return "invalid URL";
+      case errc::connect_failed:
+        return "cannot connect to the server";
+      case errc::auth_failed:
+        return "authentication failed";
+      case errc::tls_failed:
+        return "TLS failure";
+      case errc::timeout:
+        return "timed out";
+      case errc::connection_lost:
+        return "connection lost";
+      case errc::client_closed:
+        return "client closed";
+      case errc::protocol_error:
+        return "protocol error";
+      case errc::server_error:
+        return "server error";
+      case errc::wrong_type:
+        return "key holds the wrong type";
+      case errc::unexpected_reply:
+        return "unexpected reply";
+      case errc::lease_lost:
+        return "lease lost";
+      case errc::not_owner:
+        return "not the owner";
     }
     return "unknown dlock error";
   }

@@ -28,7 +28,8 @@ void append_hex(std::string& out, unsigned char byte) {
 std::string random_hex(std::size_t bytes) {
   std::string out;
   out.reserve(bytes * 2);
-  for (unsigned char b : random_bytes(bytes)) append_hex(out, b);
+  for (unsigned char b : random_bytes(bytes))
+    append_hex(out, b);
   return out;
 }
 

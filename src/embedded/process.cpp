@@ -22,7 +22,8 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
   // Everything the child needs is prepared here: between fork and exec it may only make
   // async-signal-safe calls, since the parent may have other threads holding locks.
   std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
   for (char** e = environ; *e; ++e) {
@@ -36,7 +37,8 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
     }
     if (!replaced) envp.push_back(*e);
   }
-  for (const auto& add : o.env) envp.push_back(const_cast<char*>(add.c_str()));
+  for (const auto& add : o.env)
+    envp.push_back(const_cast<char*>(add.c_str()));
   envp.push_back(nullptr);
 
   int pipe_fds[2] = {-1, -1};
@@ -55,7 +57,8 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD}) ::signal(sig, SIG_DFL);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
+      ::signal(sig, SIG_DFL);
     if (o.quiet) {
       const int devnull = ::open("/dev/null", O_RDWR);
       ::dup2(devnull, 1);
@@ -67,7 +70,8 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
     // Do not let the child hold copies of our descriptors (sockets in particular: a connection
     // we close must really close).
     if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-      for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+      for (int fd = 3; fd < 4096; ++fd)
+        ::close(fd);
     }
     ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(127);

@@ -110,24 +110,35 @@ redis_server::~redis_server() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string redis_server::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+std::string redis_server::url() const {
+  return "redis://127.0.0.1:" + std::to_string(port_);
+}
 
 void redis_server::launch() {
   std::vector<std::string> args = {options_.executable,
-                                   "--port", std::to_string(port_),
-                                   "--bind", "127.0.0.1",
-                                   "--dir", dir_,
-                                   "--save", "",
-                                   "--appendonly", "no",
-                                   "--daemonize", "no",
-                                   "--logfile", dir_ + "/redis.log",
-                                   "--unixsocket", unix_socket(),
-                                   "--unixsocketperm", "700"};
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--unixsocket",
+                                   unix_socket(),
+                                   "--unixsocketperm",
+                                   "700"};
   if (!options_.tls_cert_file.empty()) {
-    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
-                             options_.tls_cert_file, "--tls-key-file", options_.tls_key_file,
-                             "--tls-ca-cert-file", options_.tls_ca_file, "--tls-auth-clients",
-                             "optional"});
+    args.insert(args.end(),
+                {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", options_.tls_cert_file,
+                 "--tls-key-file", options_.tls_key_file, "--tls-ca-cert-file",
+                 options_.tls_ca_file, "--tls-auth-clients", "optional"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   try {
@@ -194,7 +205,8 @@ std::string redis_server::log_tail(std::size_t lines) const {
     if (tail.size() > lines) tail.pop_front();
   }
   std::string out;
-  for (const auto& l : tail) out += l + "\n";
+  for (const auto& l : tail)
+    out += l + "\n";
   return out;
 }
 

@@ -7,8 +7,8 @@
 namespace dlock::detail {
 
 steady::time_point saturating_add(steady::time_point now, std::chrono::milliseconds d) {
-  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
-      steady::time_point::max() - now);
+  const auto room =
+      std::chrono::duration_cast<std::chrono::milliseconds>(steady::time_point::max() - now);
   return d >= room ? steady::time_point::max() : now + d;
 }
 
@@ -25,9 +25,13 @@ acquire_machine::step acquire_machine::wait_until(steady::time_point t) const {
   return {step_kind::wait, std::min(t, limits_.deadline)};
 }
 
-acquire_machine::step acquire_machine::start(steady::time_point now) { return attempt(now); }
+acquire_machine::step acquire_machine::start(steady::time_point now) {
+  return attempt(now);
+}
 
-acquire_machine::step acquire_machine::on_granted() { return {step_kind::granted}; }
+acquire_machine::step acquire_machine::on_granted() {
+  return {step_kind::granted};
+}
 
 acquire_machine::step acquire_machine::on_busy(std::int64_t pttl_ms, steady::time_point now) {
   backoff_ = std::chrono::milliseconds(0);
@@ -47,8 +51,8 @@ acquire_machine::step acquire_machine::on_error(std::error_code ec, steady::time
   const bool transient = ec == errc::timeout || ec == errc::connection_lost;
   if (!transient || limits_.single_attempt) return {step_kind::failed, {}, ec};
   if (now >= limits_.deadline) return {step_kind::not_acquired};
-  backoff_ = std::min(backoff_.count() == 0 ? limits_.retry_backoff : backoff_ * 2,
-                      limits_.max_recheck);
+  backoff_ =
+      std::min(backoff_.count() == 0 ? limits_.retry_backoff : backoff_ * 2, limits_.max_recheck);
   return wait_until(saturating_add(now, backoff_));
 }
 

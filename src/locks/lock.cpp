@@ -57,10 +57,18 @@ simple_lock client::simple(std::string name) const {
   return simple_lock(core_, std::move(name));
 }
 
-const std::string& client::id() const noexcept { return core_->id(); }
-redis_client& client::redis() const noexcept { return core_->redis(); }
-client_stats client::stats() const noexcept { return core_->stats(); }
-const client_options& client::options() const noexcept { return core_->options(); }
+const std::string& client::id() const noexcept {
+  return core_->id();
+}
+redis_client& client::redis() const noexcept {
+  return core_->redis();
+}
+client_stats client::stats() const noexcept {
+  return core_->stats();
+}
+const client_options& client::options() const noexcept {
+  return core_->options();
+}
 
 // ---- basic_lock ----
 
@@ -71,7 +79,9 @@ basic_lock::basic_lock(std::shared_ptr<lock_core> core, std::string name, kind k
   handle_->kind = k == kind::reentrant ? lock_kind::reentrant : lock_kind::simple;
 }
 
-const std::string& basic_lock::name() const noexcept { return handle_->names->name; }
+const std::string& basic_lock::name() const noexcept {
+  return handle_->names->name;
+}
 
 lease basic_lock::try_acquire_until(steady::time_point deadline, const lease_options& options) {
   auto& core = *handle_->core;
@@ -203,8 +213,8 @@ lock_info basic_lock::info() const {
 lock_info basic_lock::force_unlock() const {
   auto& core = *handle_->core;
   const auto& n = *handle_->names;
-  return parse_snapshot(
-      core.redis().eval(core.force_unlock, {n.name, n.fence_key, n.channel}, {detail::unlock_message}));
+  return parse_snapshot(core.redis().eval(core.force_unlock, {n.name, n.fence_key, n.channel},
+                                          {detail::unlock_message}));
 }
 
 // ---- Lockable ----
@@ -216,9 +226,13 @@ bool basic_lock::keep(lease l) {
   return true;
 }
 
-void basic_lock::lock() { keep(acquire()); }
+void basic_lock::lock() {
+  keep(acquire());
+}
 
-bool basic_lock::try_lock() { return keep(try_acquire()); }
+bool basic_lock::try_lock() {
+  return keep(try_acquire());
+}
 
 void basic_lock::unlock() noexcept {
   lease l;
@@ -274,7 +288,9 @@ lease& lease::operator=(lease&& other) noexcept {
   return *this;
 }
 
-lease::~lease() { release(); }
+lease::~lease() {
+  release();
+}
 
 bool lease::release() noexcept {
   if (!state_) return false;
@@ -297,7 +313,9 @@ std::optional<lease_lost_reason> lease::lost_reason() const noexcept {
   return state_->core->with_grant(*state_->g, [](const detail::grant& g) { return g.lost; });
 }
 
-std::uint64_t lease::fence() const noexcept { return state_ ? state_->g->fence : 0; }
+std::uint64_t lease::fence() const noexcept {
+  return state_ ? state_->g->fence : 0;
+}
 
 const std::string& lease::name() const noexcept {
   static const std::string empty;
@@ -306,11 +324,12 @@ const std::string& lease::name() const noexcept {
 
 steady::time_point lease::valid_until() const noexcept {
   if (!state_) return {};
-  return state_->core->with_grant(*state_->g,
-                                  [](const detail::grant& g) { return g.valid_until; });
+  return state_->core->with_grant(*state_->g, [](const detail::grant& g) { return g.valid_until; });
 }
 
-bool lease::watchdog() const noexcept { return state_ && state_->g->watchdog; }
+bool lease::watchdog() const noexcept {
+  return state_ && state_->g->watchdog;
+}
 
 bool lease::extend(std::chrono::milliseconds lease_time) {
   if (!state_) throw error(errc::lease_lost, "extend: the lease holds nothing");

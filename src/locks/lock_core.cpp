@@ -35,7 +35,9 @@ std::uint64_t current_thread_number() noexcept {
 
 namespace {
 
-std::string ms_text(milliseconds d) { return std::to_string(d.count()); }
+std::string ms_text(milliseconds d) {
+  return std::to_string(d.count());
+}
 
 // Parses the {status, value} pair the acquire scripts return.
 bool parse_pair(const reply& r, std::int64_t& status, std::int64_t& value) {
@@ -134,7 +136,7 @@ lock_core::lock_core(client_options options)
       impl_(redis_client_access::get(*redis_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period
-                                                       : options_.watchdog_lease / 3) {}
+                                                      : options_.watchdog_lease / 3) {}
 
 lock_core::~lock_core() {
   // Timers and queues belong to the I/O thread; their pending handlers hold only weak
@@ -463,13 +465,13 @@ void lock_core::before_release(const std::string& channel, bool& counted_subscri
 // failed attempt on one side (and starve remote waiters, who hear of the release later than
 // we do). If no one else is, our head need not wait for the message's echo: it tries at once.
 // Either way our own echo is skipped, so it does not trigger a second, useless attempt.
-void lock_core::after_release(const std::string& channel, bool counted_subscriber,
-                              const reply& r) {
+void lock_core::after_release(const std::string& channel, bool counted_subscriber, const reply& r) {
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   auto& q = it->second;
   int held = 0;
-  if (q.releases_in_flight > 0 && --q.releases_in_flight == 0) held = std::exchange(q.held_messages, 0);
+  if (q.releases_in_flight > 0 && --q.releases_in_flight == 0)
+    held = std::exchange(q.held_messages, 0);
   const bool released = r.is_integer() && r.integer() >= 1;
   if (!released) {
     if (held > 0) wake_head(channel);
@@ -568,11 +570,13 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
     if (g->lost || g->holds == 0) return;
     g->lost = why;
     unregister_grant_locked(*g);
-    for (auto& [id, cb] : g->on_lost) callbacks.push_back(std::move(cb));
+    for (auto& [id, cb] : g->on_lost)
+      callbacks.push_back(std::move(cb));
     g->on_lost.clear();
   }
   counters.leases_lost.fetch_add(1, std::memory_order_relaxed);
-  for (auto& cb : callbacks) call_quietly([&] { cb(why); });
+  for (auto& cb : callbacks)
+    call_quietly([&] { cb(why); });
   g->stop.request_stop();
   if (why == lease_lost_reason::expired) {
     // We told the holder it no longer holds the lock; make that true on the server too, in
@@ -651,8 +655,7 @@ bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
   }
   const std::string lease_ms = ms_text(lease_time);
   const std::string_view keys[] = {g->names->name};
-  const std::string_view args[] = {g->kind == lock_kind::reentrant ? "r" : "s", g->owner,
-                                   lease_ms};
+  const std::string_view args[] = {g->kind == lock_kind::reentrant ? "r" : "s", g->owner, lease_ms};
   const auto sent_at = steady::now();
   const auto r = redis_->eval(renew, keys, args);
   if (r.at(0).integer() != 1) {
@@ -782,7 +785,8 @@ void lock_core::check_expiry() {
     }
     expiry_armed_at_ = next;
   }
-  for (const auto& g : expired) lose(g, lease_lost_reason::expired);
+  for (const auto& g : expired)
+    lose(g, lease_lost_reason::expired);
   arm_expiry_check();
 }
 

@@ -113,8 +113,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   client_stats stats() const noexcept;
 
   /// Builds an acquisition from user arguments (validates them; throws errc::invalid_argument).
-  acquire_request make_request(const lock_handle& h, const lease_options& o,
-                               acquire_limits limits, acquire_callback done);
+  acquire_request make_request(const lock_handle& h, const lease_options& o, acquire_limits limits,
+                               acquire_callback done);
   /// Starts an acquisition; `r.done` runs on the I/O thread exactly once.
   void acquire(acquire_request r);
   /// Releases one hold. Blocks for the server's answer unless on the I/O thread.
@@ -129,13 +129,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   }
 
   // Scripts (public for the lock handles' introspection and the fencing helper).
-  const script reentrant_acquire, reentrant_release, reentrant_drop, simple_acquire,
-      simple_release, renew, force_unlock, lock_info, fenced_set;
+  const script reentrant_acquire, reentrant_release, reentrant_drop, simple_acquire, simple_release,
+      renew, force_unlock, lock_info, fenced_set;
 
   struct counters {
     std::atomic<std::uint64_t> grants{0}, attempts{0}, releases{0}, release_failures{0},
-        leases_lost{0}, renewal_rounds{0}, renewal_calls{0}, leases_renewed{0},
-        unlock_messages{0};
+        leases_lost{0}, renewal_rounds{0}, renewal_calls{0}, leases_renewed{0}, unlock_messages{0};
   } counters;
 
  private:
@@ -175,7 +174,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void renew_all();
   void arm_expiry_check();
   void check_expiry();
-  steady::time_point validity_end(steady::time_point sent_at, std::chrono::milliseconds lease) const;
+  steady::time_point validity_end(steady::time_point sent_at,
+                                  std::chrono::milliseconds lease) const;
   static std::string grant_key(lock_kind k, const std::string& name, const std::string& owner);
 
   client_options options_;

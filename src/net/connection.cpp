@@ -1,8 +1,8 @@
 #include "net/connection.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <asio/error.hpp>
+#include <charconv>
 
 #include "dlock/error.hpp"
 
@@ -25,7 +25,9 @@ connection::connection(io_thread& io, const connection_options& options,
       deadline_timer_(io.context()),
       jitter_(std::random_device{}()) {}
 
-connection::~connection() { close(errc::client_closed); }
+connection::~connection() {
+  close(errc::client_closed);
+}
 
 void connection::note_deadline_locked(clock::time_point deadline, bool& rearm) {
   if (deadline < timer_at_) {
@@ -64,10 +66,13 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
                              reply_callback done) {
   pending p{std::move(done), deadline, s.shared_body(), {}, 2 + keys.size() + args.size(), false};
   char numkeys[24];
-  const auto numkeys_len = std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
+  const auto numkeys_len =
+      std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
   wire::encode_bulk(p.eval_tail, std::string_view(numkeys, numkeys_len));
-  for (auto k : keys) wire::encode_bulk(p.eval_tail, k);
-  for (auto a : args) wire::encode_bulk(p.eval_tail, a);
+  for (auto k : keys)
+    wire::encode_bulk(p.eval_tail, k);
+  for (auto a : args)
+    wire::encode_bulk(p.eval_tail, a);
   // The tail above counts "numkeys keys... args..."; EVALSHA and the SHA1 make up the rest.
   p.eval_tail_count -= 1;
 
@@ -143,9 +148,9 @@ void connection::begin_attempt() {
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([this, e = epoch_](std::error_code ec) {
     if (ec || e != epoch_ || state_ != state::connecting) return;
-    attempt_failed(errc::connect_failed,
-                   "timed out after " + std::to_string(options_.connect_timeout.count()) +
-                       " ms connecting to " + options_.redacted_url());
+    attempt_failed(errc::connect_failed, "timed out after " +
+                                             std::to_string(options_.connect_timeout.count()) +
+                                             " ms connecting to " + options_.redacted_url());
   });
   transport_->async_connect([this, e = epoch_](std::error_code ec, std::string detail) {
     if (e != epoch_) return;
@@ -186,17 +191,17 @@ void connection::on_transport_connected() {
   start_read();
   write_buffer_ = std::move(hello);
   writing_ = true;
-  transport_->async_write(asio::buffer(write_buffer_), [this, e = epoch_](std::error_code ec,
-                                                                          std::size_t) {
-    if (e != epoch_) return;
-    writing_ = false;
-    write_buffer_.clear();
-    if (ec) {
-      connection_failed(ec);
-      return;
-    }
-    start_write();
-  });
+  transport_->async_write(asio::buffer(write_buffer_),
+                          [this, e = epoch_](std::error_code ec, std::size_t) {
+                            if (e != epoch_) return;
+                            writing_ = false;
+                            write_buffer_.clear();
+                            if (ec) {
+                              connection_failed(ec);
+                              return;
+                            }
+                            start_write();
+                          });
 }
 
 void connection::on_handshake_reply(reply&& r) {
@@ -212,10 +217,10 @@ void connection::on_handshake_reply(reply&& r) {
     // an authentication failure whatever the server's wording.
     const bool sent_auth = !options_.password.empty() || !options_.user.empty();
     const bool is_auth_reply = sent_auth && handshake_replies_seen_ == 0;
-    const std::error_code ec = is_auth_reply ? make_error_code(errc::auth_failed)
-                                             : classify_error_reply(r.str());
-    attempt_failed(ec, "connection handshake with " + options_.redacted_url() +
-                           " failed: " + r.str());
+    const std::error_code ec =
+        is_auth_reply ? make_error_code(errc::auth_failed) : classify_error_reply(r.str());
+    attempt_failed(ec,
+                   "connection handshake with " + options_.redacted_url() + " failed: " + r.str());
     return;
   }
   ++handshake_replies_seen_;
@@ -253,11 +258,11 @@ void connection::attempt_failed(std::error_code ec, const std::string& detail) {
 
 void connection::connection_failed(std::error_code ec) {
   if (state_ == state::connecting) {
-    const std::string detail = ec == errc::protocol_error
-                                   ? "protocol error from " + options_.redacted_url() + ": " +
-                                         parser_.error_message()
-                                   : "connection to " + options_.redacted_url() +
-                                         " dropped during the handshake: " + ec.message();
+    const std::string detail =
+        ec == errc::protocol_error
+            ? "protocol error from " + options_.redacted_url() + ": " + parser_.error_message()
+            : "connection to " + options_.redacted_url() +
+                  " dropped during the handshake: " + ec.message();
     attempt_failed(ec == errc::protocol_error ? ec : make_error_code(errc::connect_failed), detail);
     return;
   }
@@ -279,7 +284,8 @@ void connection::connection_failed(std::error_code ec) {
     std::lock_guard lock(mutex_);
     kick_posted_ = false;
     outbox_.clear();
-    for (auto& p : outbox_pending_) failed.push_back(std::move(p));
+    for (auto& p : outbox_pending_)
+      failed.push_back(std::move(p));
     outbox_pending_.clear();
   }
   for (auto& p : failed) {
@@ -321,7 +327,8 @@ void connection::close(std::error_code reason) {
     closed_ = true;
     close_reason_ = reason;
     outbox_.clear();
-    for (auto& p : outbox_pending_) failed.push_back(std::move(p));
+    for (auto& p : outbox_pending_)
+      failed.push_back(std::move(p));
     outbox_pending_.clear();
   }
   for (auto& p : failed) {
@@ -350,49 +357,51 @@ void connection::start_write() {
     if (inflight_.empty()) {
       inflight_.swap(outbox_pending_);
     } else {
-      for (auto& p : outbox_pending_) inflight_.push_back(std::move(p));
+      for (auto& p : outbox_pending_)
+        inflight_.push_back(std::move(p));
       outbox_pending_.clear();
     }
   }
   writing_ = true;
   counters_.writes.fetch_add(1, std::memory_order_relaxed);
   counters_.commands_sent.fetch_add(count, std::memory_order_relaxed);
-  transport_->async_write(asio::buffer(write_buffer_), [this, e = epoch_](std::error_code ec,
-                                                                          std::size_t) {
-    if (e != epoch_) return;
-    writing_ = false;
-    write_buffer_.clear();
-    if (ec) {
-      connection_failed(errc::connection_lost);
-      return;
-    }
-    start_write();
-  });
+  transport_->async_write(asio::buffer(write_buffer_),
+                          [this, e = epoch_](std::error_code ec, std::size_t) {
+                            if (e != epoch_) return;
+                            writing_ = false;
+                            write_buffer_.clear();
+                            if (ec) {
+                              connection_failed(errc::connection_lost);
+                              return;
+                            }
+                            start_write();
+                          });
 }
 
 void connection::start_read() {
   auto room = parser_.prepare(16 * 1024);
-  transport_->async_read_some(
-      asio::buffer(room.data(), room.size()), [this, e = epoch_](std::error_code ec, std::size_t n) {
-        if (e != epoch_) return;
-        if (ec) {
-          connection_failed(errc::connection_lost);
-          return;
-        }
-        parser_.commit(n);
-        reply r;
-        for (;;) {
-          const auto status = parser_.next(r);
-          if (status == wire::resp_parser::status::need_more) break;
-          if (status == wire::resp_parser::status::error) {
-            connection_failed(errc::protocol_error);
-            return;
-          }
-          dispatch(std::move(r));
-          if (e != epoch_) return;  // the reply's handler failed or closed the connection
-        }
-        start_read();
-      });
+  transport_->async_read_some(asio::buffer(room.data(), room.size()),
+                              [this, e = epoch_](std::error_code ec, std::size_t n) {
+                                if (e != epoch_) return;
+                                if (ec) {
+                                  connection_failed(errc::connection_lost);
+                                  return;
+                                }
+                                parser_.commit(n);
+                                reply r;
+                                for (;;) {
+                                  const auto status = parser_.next(r);
+                                  if (status == wire::resp_parser::status::need_more) break;
+                                  if (status == wire::resp_parser::status::error) {
+                                    connection_failed(errc::protocol_error);
+                                    return;
+                                  }
+                                  dispatch(std::move(r));
+                                  if (e != epoch_)
+                                    return;  // the reply's handler failed or closed the connection
+                                }
+                                start_read();
+                              });
 }
 
 void connection::dispatch(reply&& r) {
@@ -469,7 +478,8 @@ void connection::on_deadline_timer() {
   }
   arm_deadline_timer();
   counters_.timeouts.fetch_add(expired.size(), std::memory_order_relaxed);
-  for (auto& done : expired) done(errc::timeout, {});
+  for (auto& done : expired)
+    done(errc::timeout, {});
 }
 
 }  // namespace dlock::net

@@ -87,7 +87,9 @@ class connection {
   /// Pubsub mode: writes raw command bytes once connected. Dropped if the connection drops,
   /// because the ready handler re-sends the whole subscription state after a reconnect.
   void send_raw(std::string_view bytes);
-  void set_push_handler(std::function<void(reply&&)> handler) { push_handler_ = std::move(handler); }
+  void set_push_handler(std::function<void(reply&&)> handler) {
+    push_handler_ = std::move(handler);
+  }
   /// Runs after every successful connect and handshake, before queued commands are written.
   void set_ready_handler(std::function<void()> handler) { ready_handler_ = std::move(handler); }
   /// Fails every queued and in-flight command with `reason`, closes the socket, stops

@@ -16,7 +16,9 @@ io_thread::io_thread() : work_(asio::make_work_guard(context_)) {
   });
 }
 
-io_thread::~io_thread() { stop(); }
+io_thread::~io_thread() {
+  stop();
+}
 
 void io_thread::stop() noexcept {
   work_.reset();

@@ -108,7 +108,9 @@ subscription& subscription::operator=(subscription&& other) noexcept {
   return *this;
 }
 
-subscription::~subscription() { reset(); }
+subscription::~subscription() {
+  reset();
+}
 
 void subscription::reset() noexcept {
   if (id_ == 0) return;
@@ -230,13 +232,17 @@ subscription redis_client::psubscribe(std::string pattern, message_handler on_me
 client_counters redis_client::counters() const noexcept {
   const auto& c = impl_->commands->counters();
   auto get = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return client_counters{get(c.commands_sent), get(c.writes),           get(c.replies),
-                         get(c.reconnects),    get(c.connection_losses), get(c.timeouts),
-                         get(c.noscript_retries)};
+  return client_counters{
+      get(c.commands_sent),     get(c.writes),   get(c.replies),         get(c.reconnects),
+      get(c.connection_losses), get(c.timeouts), get(c.noscript_retries)};
 }
 
-const connection_options& redis_client::options() const noexcept { return impl_->options; }
+const connection_options& redis_client::options() const noexcept {
+  return impl_->options;
+}
 
-bool redis_client::connected() const noexcept { return impl_->commands->up(); }
+bool redis_client::connected() const noexcept {
+  return impl_->commands->up();
+}
 
 }  // namespace dlock

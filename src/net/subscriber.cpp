@@ -11,9 +11,13 @@ subscriber::subscriber(io_thread& io, const connection_options& options,
   connection_.set_ready_handler([this] { on_ready(); });
 }
 
-subscriber::~subscriber() { close(); }
+subscriber::~subscriber() {
+  close();
+}
 
-void subscriber::close() { connection_.close(errc::client_closed); }
+void subscriber::close() {
+  connection_.close(errc::client_closed);
+}
 
 void subscriber::send(std::string_view command, const std::vector<std::string_view>& names) {
   if (names.empty() || !connection_.ready()) return;  // on_ready sends everything later
@@ -71,7 +75,8 @@ void subscriber::remove(std::uint64_t id) {
 }
 
 void subscriber::on_ready() {
-  for (auto& pending : unsubscribing_) pending.clear();
+  for (auto& pending : unsubscribing_)
+    pending.clear();
   std::vector<std::string_view> names;
   for (auto& [name, t] : channels_) {
     t.confirmed = false;

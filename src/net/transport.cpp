@@ -48,7 +48,8 @@ class stream_transport : public transport {
 
  protected:
   void connect_failed(const transport::connect_handler& done, const std::error_code& ec) {
-    done(errc::connect_failed, "cannot connect to " + endpoint_text(options_) + ": " + ec.message());
+    done(errc::connect_failed,
+         "cannot connect to " + endpoint_text(options_) + ": " + ec.message());
   }
 
   const connection_options options_;  // a copy: pending handlers may outlive the connection
@@ -126,16 +127,15 @@ class tls_transport final : public ip_transport<asio::ssl::stream<asio::ip::tcp:
     } else {
       stream_.set_verify_mode(asio::ssl::verify_none);
     }
-    stream_.async_handshake(asio::ssl::stream_base::client,
-                            [self = shared_from_this(), this, done](std::error_code ec) {
-                              if (ec) {
-                                done(errc::tls_failed, "TLS handshake with " +
-                                                           endpoint_text(options_) +
-                                                           " failed: " + openssl_reason(ec));
-                                return;
-                              }
-                              done({}, {});
-                            });
+    stream_.async_handshake(asio::ssl::stream_base::client, [self = shared_from_this(), this,
+                                                             done](std::error_code ec) {
+      if (ec) {
+        done(errc::tls_failed,
+             "TLS handshake with " + endpoint_text(options_) + " failed: " + openssl_reason(ec));
+        return;
+      }
+      done({}, {});
+    });
   }
 
   std::shared_ptr<asio::ssl::context> ctx_;  // must outlive the stream
@@ -146,15 +146,15 @@ class unix_transport final : public stream_transport<asio::local::stream_protoco
   unix_transport(asio::io_context& io, const connection_options& o) : stream_transport(o, io) {}
 
   void async_connect(connect_handler done) override {
-    stream_.async_connect(asio::local::stream_protocol::endpoint(options_.unix_path),
-                          [self = shared_from_this(), this, done = std::move(done)](
-                              std::error_code ec) {
-                            if (ec) {
-                              connect_failed(done, ec);
-                              return;
-                            }
-                            done({}, {});
-                          });
+    stream_.async_connect(
+        asio::local::stream_protocol::endpoint(options_.unix_path),
+        [self = shared_from_this(), this, done = std::move(done)](std::error_code ec) {
+          if (ec) {
+            connect_failed(done, ec);
+            return;
+          }
+          done({}, {});
+        });
   }
   void close() noexcept override {
     std::error_code ignored;
@@ -172,8 +172,8 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const tls_options& t) {
   std::error_code ec;
   auto check = [&](const char* what, const std::string& file) {
     if (ec) {
-      throw error(errc::tls_failed,
-                  std::string("cannot load TLS ") + what + " '" + file + "': " + openssl_reason(ec));
+      throw error(errc::tls_failed, std::string("cannot load TLS ") + what + " '" + file +
+                                        "': " + openssl_reason(ec));
     }
   };
   if (t.ca_file.empty()) {

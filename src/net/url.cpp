@@ -147,10 +147,9 @@ void parse_host_port(connection_options& o, std::string_view hostport) {
 connection_options connection_options::from_url(std::string_view url) {
   const auto sep = url.find("://");
   std::string scheme(url.substr(0, sep == std::string_view::npos ? 0 : sep));
-  const bool scheme_like =
-      !scheme.empty() && std::all_of(scheme.begin(), scheme.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
-      });
+  const bool scheme_like = !scheme.empty() && std::all_of(scheme.begin(), scheme.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+  });
   // Text that is not a scheme may be anything, a password included: never echo it.
   if (sep == std::string_view::npos || !scheme_like) {
     bad_url("expected redis://, rediss:// or unix:// at the start");
@@ -179,8 +178,7 @@ connection_options connection_options::from_url(std::string_view url) {
   }
   if (scheme != "redis" && scheme != "rediss") {
     // A word of scheme characters before "://" cannot be a password: safe to echo.
-    bad_url("unsupported scheme '" + scheme +
-            "' (expected redis://, rediss:// or unix://)");
+    bad_url("unsupported scheme '" + scheme + "' (expected redis://, rediss:// or unix://)");
   }
   o.tls.enabled = scheme == "rediss";
 

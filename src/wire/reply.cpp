@@ -7,12 +7,18 @@ namespace {
 
 const char* kind_name(reply::kind k) {
   switch (k) {
-    case reply::kind::nil: return "nil";
-    case reply::kind::simple_string: return "simple string";
-    case reply::kind::bulk_string: return "bulk string";
-    case reply::kind::error: return "error";
-    case reply::kind::integer: return "integer";
-    case reply::kind::array: return "array";
+    case reply::kind::nil:
+      return "nil";
+    case reply::kind::simple_string:
+      return "simple string";
+    case reply::kind::bulk_string:
+      return "bulk string";
+    case reply::kind::error:
+      return "error";
+    case reply::kind::integer:
+      return "integer";
+    case reply::kind::array:
+      return "array";
   }
   return "?";
 }
@@ -48,7 +54,8 @@ const reply& reply::at(std::size_t i) const {
   const auto& e = elements();
   if (i >= e.size()) {
     throw dlock::error(errc::unexpected_reply, "array reply has " + std::to_string(e.size()) +
-                                            " elements, wanted element " + std::to_string(i));
+                                                   " elements, wanted element " +
+                                                   std::to_string(i));
   }
   return e[i];
 }
@@ -59,11 +66,16 @@ std::string reply::to_string() const {
     return s.size() <= max_text ? s : s.substr(0, max_text) + "...";
   };
   switch (kind_) {
-    case kind::nil: return "(nil)";
-    case kind::simple_string: return clip(text_);
-    case kind::bulk_string: return '"' + clip(text_) + '"';
-    case kind::error: return "(error) " + clip(text_);
-    case kind::integer: return "(integer) " + std::to_string(integer_);
+    case kind::nil:
+      return "(nil)";
+    case kind::simple_string:
+      return clip(text_);
+    case kind::bulk_string:
+      return '"' + clip(text_) + '"';
+    case kind::error:
+      return "(error) " + clip(text_);
+    case kind::integer:
+      return "(integer) " + std::to_string(integer_);
     case kind::array: {
       std::string out = "[";
       for (std::size_t i = 0; i < elements_.size(); ++i) {

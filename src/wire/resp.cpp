@@ -26,7 +26,8 @@ void encode_bulk(std::string& out, std::string_view arg) {
 
 void encode_command(std::string& out, std::span<const std::string_view> args) {
   encode_array_header(out, args.size());
-  for (auto arg : args) encode_bulk(out, arg);
+  for (auto arg : args)
+    encode_bulk(out, arg);
 }
 
 void resp_parser::feed(std::string_view bytes) {
@@ -42,7 +43,9 @@ std::span<char> resp_parser::prepare(std::size_t n) {
   return {buffer_.data() + end_, buffer_.size() - end_};
 }
 
-void resp_parser::commit(std::size_t k) { end_ = std::min(end_ + k, buffer_.size()); }
+void resp_parser::commit(std::size_t k) {
+  end_ = std::min(end_ + k, buffer_.size());
+}
 
 void resp_parser::compact() {
   if (pos_ == 0) return;

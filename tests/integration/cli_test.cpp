@@ -132,8 +132,8 @@ TEST_F(Cli, ExitStatusOfTheCommandIsPassedThrough) {
 TEST_F(Cli, CommandSeesTheLockNameAndAnIncreasingFencingToken) {
   std::uint64_t last = 0;
   for (int i = 0; i < 3; ++i) {
-    const auto r = dlock_cli(
-        run_args({key("job"), "--", "sh", "-c", "echo \"$DLOCK_NAME $DLOCK_FENCE\""}));
+    const auto r =
+        dlock_cli(run_args({key("job"), "--", "sh", "-c", "echo \"$DLOCK_NAME $DLOCK_FENCE\""}));
     ASSERT_EQ(r.code, 0) << r.output;
     const auto space = r.output.find(' ');
     EXPECT_EQ(r.output.substr(0, space), key("job"));
@@ -200,8 +200,8 @@ TEST_F(Cli, StatusAndLsPrintTheDocumentedJson) {
   EXPECT_EQ(j.at("fence"), held.fence());
   EXPECT_EQ(j.at("waiters"), 0);
 
-  const auto free = nlohmann::json::parse(
-      dlock_cli({"--url", url(), "status", key("nothing"), "--json"}).output);
+  const auto free =
+      nlohmann::json::parse(dlock_cli({"--url", url(), "status", key("nothing"), "--json"}).output);
   EXPECT_EQ(free.at("kind"), "free");
   EXPECT_EQ(free.at("locked"), false);
   EXPECT_TRUE(free.at("ttl_ms").is_null());
@@ -238,7 +238,8 @@ TEST_P(CliContention, TwentyConcurrentRunsNeverLoseAnUpdate) {
     runs.push_back(start({"--kind", GetParam(), key("job"), "--", "sh", "-c",
                           "n=$(cat \"$1\"); echo $((n+1)) > \"$1\"", "sh", file}));
   }
-  for (auto& r : runs) EXPECT_EQ(r.wait(), 0) << r.drain();
+  for (auto& r : runs)
+    EXPECT_EQ(r.wait(), 0) << r.drain();
   std::string value;
   std::ifstream(file) >> value;
   EXPECT_EQ(value, "20");

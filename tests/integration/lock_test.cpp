@@ -22,7 +22,8 @@ template <class L>
 concept basic_lockable = requires(L l) {
   l.lock();
   l.unlock();
-  { l.unlock() } noexcept;
+  { l.unlock() }
+  noexcept;
 };
 template <class L>
 concept lockable = basic_lockable<L> && requires(L l) {
@@ -144,8 +145,8 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   // The release script itself refuses an owner field that does not hold the lock.
   const script release(std::string(lua::reentrant_release));
   const std::string channel = "redisson_lock__channel:{" + key("r") + "}";
-  EXPECT_TRUE(other.redis().eval(release, {key("r"), channel}, {"30000", other.id() + ":1", "0"})
-                  .is_nil());
+  EXPECT_TRUE(
+      other.redis().eval(release, {key("r"), channel}, {"30000", other.id() + ":1", "0"}).is_nil());
   std::thread([&] {
     auto stranger = holder.reentrant(key("r"));
     EXPECT_FALSE(stranger.try_acquire()) << "another thread is another owner";
@@ -217,9 +218,11 @@ TEST_F(Locks, AWaiterGetsTheLockWhenItIsReleased) {
   auto other = make_client();
   auto held = c.reentrant(key("r")).try_acquire();
   ASSERT_TRUE(held);
-  auto waiting = std::async(std::launch::async, [&] { return other.reentrant(key("r")).acquire(); });
+  auto waiting =
+      std::async(std::launch::async, [&] { return other.reentrant(key("r")).acquire(); });
   // The waiter subscribes before it sleeps; once it listens, release.
-  while (c.reentrant(key("r")).waiting_clients() == 0) std::this_thread::sleep_for(1ms);
+  while (c.reentrant(key("r")).waiting_clients() == 0)
+    std::this_thread::sleep_for(1ms);
   held.release();
   auto got = waiting.get();
   EXPECT_TRUE(got);
@@ -259,11 +262,11 @@ TEST_F(Locks, FixedLeaseExpiresAndIsReportedLost) {
   auto c = make_client();
   signal lost;
   std::atomic<int> reason{-1};
-  auto l = c.simple(key("s")).try_acquire(
-      {.lease_time = 200ms, .on_lost = [&](lease_lost_reason r) {
-         reason = static_cast<int>(r);
-         lost.set();
-       }});
+  auto l =
+      c.simple(key("s")).try_acquire({.lease_time = 200ms, .on_lost = [&](lease_lost_reason r) {
+                                        reason = static_cast<int>(r);
+                                        lost.set();
+                                      }});
   ASSERT_TRUE(l);
   EXPECT_FALSE(l.watchdog());
   auto token = l.stop_token();
@@ -296,10 +299,9 @@ TEST_F(Locks, ForceUnlockIsNoticedByTheWatchdogAndWakesWaiters) {
   o.watchdog_period = 100ms;
   client c(o);
   signal lost;
-  auto l = c.reentrant(key("r")).try_acquire(
-      {.on_lost = [&](lease_lost_reason r) {
-         if (r == lease_lost_reason::not_held) lost.set();
-       }});
+  auto l = c.reentrant(key("r")).try_acquire({.on_lost = [&](lease_lost_reason r) {
+    if (r == lease_lost_reason::not_held) lost.set();
+  }});
   ASSERT_TRUE(l);
   auto admin = make_client();
   const auto removed = admin.reentrant(key("r")).force_unlock();
@@ -322,7 +324,8 @@ TEST_F(Locks, WatchdogKeepsALeaseAliveBeyondItsTime) {
   ASSERT_TRUE(l);
   EXPECT_TRUE(l.watchdog());
   // Wait for several renewal rounds to have happened, not for wall time.
-  while (c.stats().leases_renewed < 8) std::this_thread::sleep_for(10ms);
+  while (c.stats().leases_renewed < 8)
+    std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(l.valid());
   raw_redis raw(server().port());
   EXPECT_EQ(raw({"EXISTS", key("r")}).integer(), 1);
@@ -340,10 +343,9 @@ TEST_F(Locks, WatchdogLosesTheLeaseWhenTheServerIsGoneTooLong) {
   o.connection.command_timeout = 200ms;
   client c(o);
   signal lost;
-  auto l = c.reentrant(key("r")).try_acquire(
-      {.on_lost = [&](lease_lost_reason r) {
-         if (r == lease_lost_reason::expired) lost.set();
-       }});
+  auto l = c.reentrant(key("r")).try_acquire({.on_lost = [&](lease_lost_reason r) {
+    if (r == lease_lost_reason::expired) lost.set();
+  }});
   ASSERT_TRUE(l);
   server().pause();
   const bool noticed = lost.wait();
@@ -441,10 +443,12 @@ TEST_F(Locks, AsyncAcquisitionParksNoThread) {
   ASSERT_TRUE(held);
   auto other = make_client();
   std::promise<lease> got;
-  other.reentrant(key("r")).acquire_async(10s, [&](std::error_code ec, lease l) {
-    EXPECT_FALSE(ec);
-    got.set_value(std::move(l));
-  }, {.owner = "async-worker"});
+  other.reentrant(key("r")).acquire_async(10s,
+                                          [&](std::error_code ec, lease l) {
+                                            EXPECT_FALSE(ec);
+                                            got.set_value(std::move(l));
+                                          },
+                                          {.owner = "async-worker"});
   auto fut = got.get_future();
   EXPECT_EQ(fut.wait_for(50ms), std::future_status::timeout);
   held.release();
@@ -471,21 +475,20 @@ TEST_F(Locks, LocalWaitersAreServedInArrivalOrder) {
   for (int i = 0; i < 6; ++i) {
     std::promise<void> done;
     waiters.push_back(done.get_future());
-    lock.acquire_async(
-        20s,
-        [&, i, done = std::make_shared<std::promise<void>>(std::move(done))](
-            std::error_code ec, lease l) mutable {
-          EXPECT_FALSE(ec);
-          {
-            std::lock_guard g(order_mutex);
-            order.push_back(i);
-          }
-          l.release();  // on the I/O thread: sent without waiting
-          done->set_value();
-        });
+    lock.acquire_async(20s, [&, i, done = std::make_shared<std::promise<void>>(std::move(done))](
+                                std::error_code ec, lease l) mutable {
+      EXPECT_FALSE(ec);
+      {
+        std::lock_guard g(order_mutex);
+        order.push_back(i);
+      }
+      l.release();  // on the I/O thread: sent without waiting
+      done->set_value();
+    });
   }
   held.release();
-  for (auto& w : waiters) w.get();
+  for (auto& w : waiters)
+    w.get();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 

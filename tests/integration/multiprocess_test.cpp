@@ -18,7 +18,9 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-std::string channel_of(const std::string& name) { return "redisson_lock__channel:{" + name + "}"; }
+std::string channel_of(const std::string& name) {
+  return "redisson_lock__channel:{" + name + "}";
+}
 
 /// Waits (bounded) until `n` clients listen on a lock's channel: they are waiting for it.
 void wait_for_listeners(raw_redis& raw, const std::string& name, std::int64_t n) {
@@ -95,9 +97,9 @@ TEST_P(MultiProcess, AKilledHoldersLockComesBackAfterItsLeaseNotBefore) {
 }
 
 TEST_P(MultiProcess, APausedHolderLearnsItLostTheLeaseAndItsStaleWriteIsRejected) {
-  child_process holder({worker_path(), "hold", url(), GetParam(), key("lock"), "1000", "250",
-                        key("resource")},
-                       captured);
+  child_process holder(
+      {worker_path(), "hold", url(), GetParam(), key("lock"), "1000", "250", key("resource")},
+      captured);
   const auto acquired = holder.wait_for("acquired ");
   ASSERT_TRUE(acquired);
   const auto old_fence = std::stoull(acquired->substr(9));
@@ -114,8 +116,7 @@ TEST_P(MultiProcess, APausedHolderLearnsItLostTheLeaseAndItsStaleWriteIsRejected
   const auto lost = holder.wait_for("lost");
   ASSERT_TRUE(lost);
   EXPECT_NE(lost->find("callback=1 valid=0"), std::string::npos) << *lost;
-  EXPECT_EQ(holder.wait_for("fenced"),
-            "fenced written=0 highest=" + std::to_string(l.fence()));
+  EXPECT_EQ(holder.wait_for("fenced"), "fenced written=0 highest=" + std::to_string(l.fence()));
   EXPECT_EQ(holder.wait(), 0);
   raw_redis raw(server().port());
   EXPECT_EQ(raw({"GET", key("resource")}).str(), "second holder");
@@ -137,7 +138,8 @@ TEST_P(MultiProcess, HandOffAmongSixteenWaitersInTwoProcessesWithoutPolling) {
         std::vector<std::string>{worker_path(), "handoff", url(), GetParam(), key("lock"), "8"},
         captured);
   }
-  for (auto& w : workers) ASSERT_TRUE(w.wait_for("started"));
+  for (auto& w : workers)
+    ASSERT_TRUE(w.wait_for("started"));
   wait_for_listeners(raw, key("lock"), 2);
   held.release();
 
@@ -224,10 +226,10 @@ TEST_F(Interop, ARedissonUnlockMessageWakesAWaitingDlockAtOnce) {
       << "the holder's lease (30 s) and the recheck (60 s) are far away: the message must wake it";
   auto l = waiting.get();
   EXPECT_TRUE(l);
-  std::cout << "[ info ] woken "
-            << std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - released)
-                   .count()
-            << " us after the foreign release\n";
+  std::cout
+      << "[ info ] woken "
+      << std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - released).count()
+      << " us after the foreign release\n";
 }
 
 TEST_F(Interop, DlocksSimpleLockAndSetNxClientsExcludeEachOther) {
@@ -262,7 +264,8 @@ TEST(ManyLeases, TenThousandWatchdogLeasesRenewedInBatches) {
       }
     });
   }
-  for (auto& w : workers) w.join();
+  for (auto& w : workers)
+    w.join();
   ASSERT_TRUE(std::all_of(leases.begin(), leases.end(), [](const lease& l) { return l.held(); }));
   EXPECT_EQ(c.stats().watched_leases, static_cast<std::uint64_t>(count));
 
@@ -283,11 +286,13 @@ TEST(ManyLeases, TenThousandWatchdogLeasesRenewedInBatches) {
   const script count_existing(
       "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('exists', k) end return n");
   std::vector<std::string> names;
-  for (int i = 0; i < count; ++i) names.push_back("many:" + std::to_string(i));
+  for (int i = 0; i < count; ++i)
+    names.push_back("many:" + std::to_string(i));
   std::vector<std::string_view> views(names.begin(), names.end());
   EXPECT_EQ(c.redis().eval(count_existing, views, {}).integer(), count);
 
-  for (auto& l : leases) EXPECT_TRUE(l.release());
+  for (auto& l : leases)
+    EXPECT_TRUE(l.release());
   EXPECT_EQ(c.stats().watched_leases, 0u);
   EXPECT_EQ(c.redis().eval(count_existing, views, {}).integer(), 0);
 }

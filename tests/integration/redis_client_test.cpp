@@ -82,8 +82,9 @@ TEST_F(RedisClient, ServerErrorsAreTypedAndCarryTheServerText) {
 TEST_F(RedisClient, AsyncCallbackAndFutureBesideSync) {
   redis_client c(url());
   std::promise<std::pair<std::error_code, reply>> got;
-  c.command_async({"ECHO", "hello"},
-                  [&](std::error_code ec, reply r) { got.set_value({ec, std::move(r)}); });
+  c.command_async({"ECHO", "hello"}, [&](std::error_code ec, reply r) {
+    got.set_value({ec, std::move(r)});
+  });
   auto [ec, r] = got.get_future().get();
   EXPECT_FALSE(ec);
   EXPECT_EQ(r.str(), "hello");
@@ -121,15 +122,15 @@ TEST_F(RedisClient, SixtyFourThreadsShareOneConnectionWithPipelining) {
       }
     });
   }
-  for (auto& w : workers) w.join();
+  for (auto& w : workers)
+    w.join();
   EXPECT_EQ(mismatches.load(), 0);
   const auto stats = c.counters();
   EXPECT_EQ(stats.commands_sent, static_cast<std::uint64_t>(threads) * per_thread);
   EXPECT_EQ(stats.replies, stats.commands_sent);
   EXPECT_LT(stats.writes * 4, stats.commands_sent)
       << "writes=" << stats.writes << " commands=" << stats.commands_sent;
-  std::cout << "[ info ] " << stats.commands_sent << " commands in " << stats.writes
-            << " writes\n";
+  std::cout << "[ info ] " << stats.commands_sent << " commands in " << stats.writes << " writes\n";
 }
 
 TEST_F(RedisClient, ScriptsRunBySha1AndRecoverFromScriptFlush) {
@@ -205,7 +206,8 @@ TEST_F(RedisClient, ServerKilledAndRestartedMidRun) {
       }
     });
   }
-  while (ok < 1000) std::this_thread::yield();
+  while (ok < 1000)
+    std::this_thread::yield();
   server().kill();
   {
     // With a 60 s command timeout, only the drop itself can fail a call this soon.
@@ -216,7 +218,8 @@ TEST_F(RedisClient, ServerKilledAndRestartedMidRun) {
   // Issued while the client may still be reconnecting: it waits for the reconnect.
   EXPECT_EQ(c.command({"PING"}, 10s).str(), "PONG");
   stop = true;
-  for (auto& t : load) t.join();
+  for (auto& t : load)
+    t.join();
   ASSERT_FALSE(failures.empty());
   EXPECT_LE(failures.size(), 8u) << "each thread has at most one call outstanding at the drop";
   for (const auto& ec : failures) {
@@ -326,8 +329,21 @@ class RedisClientAuth : public redis_test {
   embedded::server_options options_for(std::size_t) const override {
     embedded::server_options o;
     // redis-server joins the words after a --directive into one config line.
-    o.extra_args = {"--requirepass", "s3cret-default", "--user", "alice", "on", ">wonder%land",
-                    "~*", "&*", "+@all", "--user", "bob", "on", ">builder", "~bob:*", "+get"};
+    o.extra_args = {"--requirepass",
+                    "s3cret-default",
+                    "--user",
+                    "alice",
+                    "on",
+                    ">wonder%land",
+                    "~*",
+                    "&*",
+                    "+@all",
+                    "--user",
+                    "bob",
+                    "on",
+                    ">builder",
+                    "~bob:*",
+                    "+get"};
     return o;
   }
   std::string host_port() { return "127.0.0.1:" + std::to_string(server().port()); }
@@ -347,8 +363,7 @@ TEST_F(RedisClientAuth, PasswordAndAclUsers) {
 
 TEST_F(RedisClientAuth, WrongOrMissingCredentialsAreTypedAndNeverEchoed) {
   const std::string urls[] = {
-      "redis://:not-the-password@" + host_port(),
-      "redis://alice:not-the-password@" + host_port(),
+      "redis://:not-the-password@" + host_port(), "redis://alice:not-the-password@" + host_port(),
       "redis://nobody:not-the-password@" + host_port(),
       "redis://" + host_port(),  // no credentials at all: NOAUTH
   };

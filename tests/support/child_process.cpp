@@ -2,6 +2,8 @@
 
 namespace dlock::testing {
 
-std::string worker_path() { return DLOCK_TEST_WORKER; }
+std::string worker_path() {
+  return DLOCK_TEST_WORKER;
+}
 
 }  // namespace dlock::testing

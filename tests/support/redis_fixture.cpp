@@ -22,9 +22,13 @@ void redis_test::SetUp() {
   }
 }
 
-void redis_test::TearDown() { servers_.clear(); }
+void redis_test::TearDown() {
+  servers_.clear();
+}
 
-std::string redis_test::key(std::string_view name) const { return prefix_ + std::string(name); }
+std::string redis_test::key(std::string_view name) const {
+  return prefix_ + std::string(name);
+}
 
 raw_redis::raw_redis(std::uint16_t port) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -96,9 +100,9 @@ test_ca::test_ca(const std::string& dir)
     const std::string csr = cert + ".csr";
     run(with({"openssl", "req", "-new", "-subj", "/CN=" + cn, "-keyout", key, "-out", csr},
              ec_key));
-    std::vector<std::string> sign = {"openssl", "x509", "-req", "-in", csr, "-CA", ca_cert,
-                                     "-CAkey", ca_key, "-CAcreateserial", "-days", "2",
-                                     "-out", cert};
+    std::vector<std::string> sign = {"openssl", "x509",  "-req",   "-in",  csr,
+                                     "-CA",     ca_cert, "-CAkey", ca_key, "-CAcreateserial",
+                                     "-days",   "2",     "-out",   cert};
     if (server) sign.insert(sign.end(), {"-extfile", ext});
     run(sign);
   };

@@ -58,9 +58,9 @@ int hold(const dlock::client& c, const std::string& kind, const std::string& nam
   bool lost = false;
   bool callback_ran = false;
   auto l = acquire(c, kind, name, {.on_lost = [&](dlock::lease_lost_reason) {
-                                     std::lock_guard lock(m);
-                                     callback_ran = true;
-                                   }});
+                     std::lock_guard lock(m);
+                     callback_ran = true;
+                   }});
   std::stop_callback on_stop(l.stop_token(), [&] {
     std::lock_guard lock(m);
     lost = true;
@@ -75,16 +75,15 @@ int hold(const dlock::client& c, const std::string& kind, const std::string& nam
   }
   const bool expired = l.lost_reason() == dlock::lease_lost_reason::expired;
   std::lock_guard lock(m);
-  say(std::string("lost ") + (expired ? "expired" : "not_held") + " callback=" +
-      std::to_string(callback_ran) + " valid=" + std::to_string(l.valid()));
+  say(std::string("lost ") + (expired ? "expired" : "not_held") +
+      " callback=" + std::to_string(callback_ran) + " valid=" + std::to_string(l.valid()));
   const auto late = dlock::fenced_set(c, resource, "stale holder", l.fence());
-  say("fenced written=" + std::to_string(late.written) + " highest=" +
-      std::to_string(late.highest));
+  say("fenced written=" + std::to_string(late.written) +
+      " highest=" + std::to_string(late.highest));
   return 0;
 }
 
-int handoff(const dlock::client& c, const std::string& kind, const std::string& name,
-            int threads) {
+int handoff(const dlock::client& c, const std::string& kind, const std::string& name, int threads) {
   std::vector<std::thread> waiters;
   for (int t = 0; t < threads; ++t) {
     waiters.emplace_back([&, t] {
@@ -94,7 +93,8 @@ int handoff(const dlock::client& c, const std::string& kind, const std::string& 
     });
   }
   say("started");
-  for (auto& w : waiters) w.join();
+  for (auto& w : waiters)
+    w.join();
   say("done");
   return 0;
 }
