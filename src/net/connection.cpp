@@ -36,46 +36,11 @@ void connection::note_deadline_locked(clock::time_point deadline, bool& rearm) {
   }
 }
 
-void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
-                        reply_callback done) {
-  bool kick = false;
-  bool rearm = false;
-  {
-    std::unique_lock lock(mutex_);
-    if (closed_) {
-      const auto reason = close_reason_;
-      lock.unlock();
-      done(reason, {});
-      return;
-    }
-    wire::encode_command(outbox_, args);
-    outbox_pending_.push_back(pending{std::move(done), deadline, nullptr, {}, 0, false});
-    note_deadline_locked(deadline, rearm);
-    kick = !std::exchange(kick_posted_, true);
-  }
-  if (kick || rearm) {
-    io_.post([this, kick, rearm] {
-      if (rearm) arm_deadline_timer();
-      if (kick) start_write();
-    });
-  }
-}
-
-void connection::submit_eval(const script& s, std::span<const std::string_view> keys,
-                             std::span<const std::string_view> args, clock::time_point deadline,
-                             reply_callback done) {
-  pending p{std::move(done), deadline, s.shared_body(), {}, 2 + keys.size() + args.size(), false};
-  char numkeys[24];
-  const auto numkeys_len =
-      std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
-  wire::encode_bulk(p.eval_tail, std::string_view(numkeys, numkeys_len));
-  for (auto k : keys)
-    wire::encode_bulk(p.eval_tail, k);
-  for (auto a : args)
-    wire::encode_bulk(p.eval_tail, a);
-  // The tail above counts "numkeys keys... args..."; EVALSHA and the SHA1 make up the rest.
-  p.eval_tail_count -= 1;
-
+// Appends one command to the outbox, or fails it at once if the connection is closed. Wakes
+// the I/O thread only when no write is pending yet (the write in flight picks up everything
+// queued meanwhile) or when this deadline is the earliest outstanding.
+template <class Encode>
+void connection::enqueue(pending&& p, Encode&& encode) {
   bool kick = false;
   bool rearm = false;
   {
@@ -86,11 +51,8 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
       p.done(reason, {});
       return;
     }
-    wire::encode_array_header(outbox_, 2 + p.eval_tail_count);
-    wire::encode_bulk(outbox_, "EVALSHA");
-    wire::encode_bulk(outbox_, s.sha1());
-    outbox_ += p.eval_tail;
-    note_deadline_locked(deadline, rearm);
+    encode(outbox_);
+    note_deadline_locked(p.deadline, rearm);
     outbox_pending_.push_back(std::move(p));
     kick = !std::exchange(kick_posted_, true);
   }
@@ -100,6 +62,36 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
       if (kick) start_write();
     });
   }
+}
+
+void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
+                        reply_callback done) {
+  enqueue(pending{std::move(done), deadline, nullptr, {}, 0, false},
+          [&](std::string& out) { wire::encode_command(out, args); });
+}
+
+void connection::submit_eval(const script& s, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> args, clock::time_point deadline,
+                             reply_callback done) {
+  // "numkeys keys... args..." is kept, encoded, to re-send as EVAL after a NOSCRIPT. `encode`
+  // reads it from `p` before `enqueue` moves `p` into the queue.
+  pending p{std::move(done), deadline, s.shared_body(), {}, 1 + keys.size() + args.size(), false};
+  char numkeys[24];
+  const auto numkeys_len =
+      std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
+  wire::encode_bulk(p.eval_tail, std::string_view(numkeys, numkeys_len));
+  for (auto k : keys)
+    wire::encode_bulk(p.eval_tail, k);
+  for (auto a : args)
+    wire::encode_bulk(p.eval_tail, a);
+  const std::string& tail = p.eval_tail;
+  const std::size_t count = 2 + p.eval_tail_count;
+  enqueue(std::move(p), [&](std::string& out) {
+    wire::encode_array_header(out, count);
+    wire::encode_bulk(out, "EVALSHA");
+    wire::encode_bulk(out, s.sha1());
+    out += tail;
+  });
 }
 
 void connection::send_raw(std::string_view bytes) {
@@ -114,22 +106,15 @@ void connection::send_raw(std::string_view bytes) {
 
 void connection::resend_as_eval(pending&& p) {
   counters_.noscript_retries.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) {
-      p.done(close_reason_, {});
-      return;
-    }
-    wire::encode_array_header(outbox_, 2 + p.eval_tail_count);
-    wire::encode_bulk(outbox_, "EVAL");
-    wire::encode_bulk(outbox_, p.eval_script->source);
-    outbox_ += p.eval_tail;
-    p.eval_script.reset();  // retried once; a second NOSCRIPT cannot happen after EVAL
-    p.eval_tail.clear();
-    outbox_pending_.push_back(std::move(p));
-    kick_posted_ = true;
-  }
-  start_write();
+  auto body = std::move(p.eval_script);  // retried once: EVAL cannot answer NOSCRIPT
+  const std::string tail = std::move(p.eval_tail);
+  const std::size_t count = 2 + p.eval_tail_count;
+  enqueue(std::move(p), [&](std::string& out) {
+    wire::encode_array_header(out, count);
+    wire::encode_bulk(out, "EVAL");
+    wire::encode_bulk(out, body->source);
+    out += tail;
+  });
 }
 
 // ---- connecting ----

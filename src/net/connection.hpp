@@ -110,7 +110,8 @@ class connection {
     bool finished = false;  // completed early (timed out); its reply is discarded on arrival
   };
 
-  void enqueue(std::string_view bytes, pending p);
+  template <class Encode>
+  void enqueue(pending&& p, Encode&& encode);
   void note_deadline_locked(clock::time_point deadline, bool& rearm);
   void begin_attempt();
   void attempt_failed(std::error_code ec, const std::string& detail);

@@ -1,0 +1,1119 @@
+// The marketplace benchmark of Redis in Action §6.2, following /work/shared/MARKET.md.
+//
+// The book publishes its algorithms but no driver. Everything the book leaves open is decided
+// here once and reported in `report::choices`; the main points:
+//
+//  * Workers are threads. Each has its own redis_client (its own connection): WATCH state
+//    belongs to a connection, and the book's simulation ran one connection per process.
+//  * The work done under a lock is identical in book-lock, book-fine, dlock-coarse and
+//    dlock-fine, and is the book's purchase_item_with_lock: plain commands, no WATCH, each
+//    group sent as a transactional pipeline (MULTI ... EXEC in one round trip), as the book's
+//    `conn.pipeline(True)` does. Only the lock around it differs.
+//  * Listing takes the same lock as purchasing: the coarse variants lock the whole market (the
+//    book: "the market only lists or sells one item at a time"); the fine variants lock the
+//    item's market entry "<itemid>.<sellerid>". A lister is the only one who can touch that name
+//    before the item is on the market, so its lock is uncontended unless a buyer, having just
+//    seen the new entry in ZRANGE, asks for it before the lister lets go. That is why the book's
+//    fine-grained table shows listers and buyers no longer slowing each other down.
+//  * Every call is bounded by the book's limits (list 5 s, purchase 10 s, lock acquisition 10 s)
+//    and by the end of the run: a call still retrying or waiting when the run ends is abandoned
+//    and counted nowhere, so a run lasts `seconds` plus the tail of calls in their critical
+//    section.
+//  * A buyer's ZRANGE (finding an item) is not part of its purchase call, as in the book, where
+//    purchase_item receives the item and its listed price.
+#include "market/market.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <dlock/dlock.hpp>
+
+#include "embedded/redis_server.hpp"
+
+namespace dlock::market {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using ms_double = std::chrono::duration<double, std::milli>;
+
+// ---- the book's constants -----------------------------------------------------------------------
+
+constexpr auto list_limit = 5s;       // list_item retries for up to 5 s
+constexpr auto purchase_limit = 10s;  // purchase_item retries for up to 10 s
+constexpr auto lock_limit = 10s;      // acquire_lock(acquire_timeout=10)
+constexpr auto lock_poll = 1ms;       // acquire_lock sleeps .001 s between SETNX attempts
+constexpr auto empty_backoff = 1ms;   // MARKET.md: an empty market costs a 1 ms back-off
+constexpr std::int64_t buyer_funds = 1'000'000'000'000;  // 10^12: funds never bind
+constexpr int min_price = 1;
+constexpr int max_price = 100;
+constexpr int cheapest = 10;  // a buyer picks among the 10 cheapest entries
+
+const std::string market_key = "market:";
+
+// ---- variants ----------------------------------------------------------------------------------
+
+enum class variant_kind { watch, book_lock, book_fine, dlock_coarse, dlock_fine, script };
+
+struct variant_info {
+  std::string_view name;
+  variant_kind kind;
+  std::string_view book;  // the matching row of the book's Table 6.3
+};
+
+constexpr variant_info variant_table[] = {
+    {"watch", variant_kind::watch, "no lock"},
+    {"book-lock", variant_kind::book_lock, "with lock"},
+    {"book-fine", variant_kind::book_fine, "fine-grained lock"},
+    {"dlock-coarse", variant_kind::dlock_coarse, "with lock"},
+    {"dlock-fine", variant_kind::dlock_fine, "fine-grained lock"},
+    {"script", variant_kind::script, ""},
+};
+
+const variant_info& find_variant(std::string_view name) {
+  for (const auto& v : variant_table) {
+    if (v.name == name) return v;
+  }
+  std::string known;
+  for (const auto& v : variant_table) {
+    known += (known.empty() ? "" : ", ") + std::string(v.name);
+  }
+  throw std::invalid_argument("unknown market variant '" + std::string(name) +
+                              "' (known: " + known + ")");
+}
+
+bool uses_dlock(variant_kind k) {
+  return k == variant_kind::dlock_coarse || k == variant_kind::dlock_fine;
+}
+
+// ---- Lua ----------------------------------------------------------------------------------------
+
+// Fills an inventory with "<prefix><n>" for n in [first, last], server-side: no item ids cross
+// the network, and the run's setup stays short even for millions of items.
+const char* const fill_lua = R"lua(
+local first, last = tonumber(ARGV[2]), tonumber(ARGV[3])
+local batch = {}
+for i = first, last do
+  batch[#batch + 1] = ARGV[1] .. i
+  if #batch == 1000 then
+    redis.call('sadd', KEYS[1], unpack(batch))
+    batch = {}
+  end
+end
+if #batch > 0 then redis.call('sadd', KEYS[1], unpack(batch)) end
+return last - first + 1
+)lua";
+
+// The `script` variant: list_item as one atomic step. No lock, no retry: the ceiling.
+// KEYS[1] seller's inventory, KEYS[2] market:   ARGV[1] item id, ARGV[2] member, ARGV[3] price
+const char* const list_lua = R"lua(
+if redis.call('sismember', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('zadd', KEYS[2], ARGV[3], ARGV[2])
+redis.call('srem', KEYS[1], ARGV[1])
+return 1
+)lua";
+
+// The `script` variant: purchase_item as one atomic step, with the book's checks.
+// KEYS[1] market:, KEYS[2] buyer, KEYS[3] seller, KEYS[4] buyer's inventory
+// ARGV[1] member, ARGV[2] item id, ARGV[3] the price the buyer saw
+// Returns 1 bought, 0 gone or repriced, -1 not enough funds.
+const char* const purchase_lua = R"lua(
+local price = redis.call('zscore', KEYS[1], ARGV[1])
+if not price or tonumber(price) ~= tonumber(ARGV[3]) then return 0 end
+local funds = tonumber(redis.call('hget', KEYS[2], 'funds'))
+if not funds or funds < tonumber(price) then return -1 end
+redis.call('hincrby', KEYS[3], 'funds', price)
+redis.call('hincrby', KEYS[2], 'funds', -tonumber(price))
+redis.call('sadd', KEYS[4], ARGV[2])
+redis.call('zrem', KEYS[1], ARGV[1])
+return 1
+)lua";
+
+// ---- small helpers -------------------------------------------------------------------------------
+
+using command_list = std::initializer_list<std::initializer_list<std::string_view>>;
+
+// Sends `commands` back to back on one connection (they leave in one write, or few) and waits
+// for all replies: one round trip, as a redis-py pipeline. Throws dlock::error on any failure.
+std::vector<reply> pipeline(redis_client& r, command_list commands) {
+  struct state {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<reply> replies;
+    std::size_t left = 0;
+    std::error_code ec;
+    std::string what;
+  };
+  auto s = std::make_shared<state>();
+  s->replies.resize(commands.size());
+  s->left = commands.size();
+  std::size_t i = 0;
+  for (const auto& c : commands) {
+    r.command_async(c, [s, i](std::error_code ec, reply rep) {
+      std::lock_guard lock(s->mutex);
+      if (ec && !s->ec) {
+        s->ec = ec;
+        s->what = rep.is_error() ? rep.str() : ec.message();
+      }
+      s->replies[i] = std::move(rep);
+      if (--s->left == 0) s->cv.notify_one();
+    });
+    ++i;
+  }
+  std::unique_lock lock(s->mutex);
+  s->cv.wait(lock, [&] { return s->left == 0; });
+  if (s->ec) throw dlock::error(s->ec, "market pipeline: " + s->what);
+  return std::move(s->replies);
+}
+
+std::int64_t to_int(const reply& r) {
+  if (r.is_integer()) return r.integer();
+  const auto& s = r.str();
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) {
+    throw dlock::error(errc::unexpected_reply, "market: not an integer: " + r.to_string());
+  }
+  return v;
+}
+
+// The EXEC reply of a transactional pipeline that ran no WATCH: it cannot abort.
+const reply& exec_result(const std::vector<reply>& replies) {
+  const auto& r = replies.back();
+  if (!r.is_array()) {
+    throw dlock::error(errc::unexpected_reply, "market: EXEC without WATCH returned " +
+                                                   r.to_string());
+  }
+  return r;
+}
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+// A field of INFO (e.g. "used_cpu_user"), as a number; 0 if missing.
+double info_number(redis_client& r, std::string_view section, std::string_view field) {
+  const auto text = r.command({"INFO", section}).str();
+  const std::string key = std::string(field) + ":";
+  auto at = text.find(key);
+  if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) return 0;
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+std::string info_text(redis_client& r, std::string_view section, std::string_view field) {
+  const auto text = r.command({"INFO", section}).str();
+  const std::string key = std::string(field) + ":";
+  auto at = text.find(key);
+  if (at == std::string::npos) return "?";
+  at += key.size();
+  return text.substr(at, text.find_first_of("\r\n", at) - at);
+}
+
+// ---- one run's shared state ----------------------------------------------------------------------
+
+enum class outcome { done, stale, refused, timed_out, abandoned };
+
+// What one worker counted. Merged into a row after the threads are joined.
+struct tally {
+  std::uint64_t listed = 0, bought = 0, retries = 0, stale = 0, refused = 0;
+  std::uint64_t list_timeouts = 0, purchase_timeouts = 0, abandoned = 0, list_stale = 0;
+  std::uint64_t refills = 0, release_failures = 0, empty_market = 0;
+  double purchase_ms = 0;  // every purchase call that ended (any outcome but abandoned)
+  std::vector<double> ok_ms;
+};
+
+struct run_context {
+  variant_kind kind;
+  std::string url;
+  dlock_settings dl;
+  clock_type::time_point end;
+  std::optional<dlock::client> shared_locks;  // dlock variants with a shared client
+  script list_script{list_lua};
+  script purchase_script{purchase_lua};
+  script fill_script{fill_lua};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+
+  bool over() const { return failed.load(std::memory_order_relaxed) || clock_type::now() >= end; }
+};
+
+// ---- a trader: one user's connection and the book's operations -----------------------------------
+
+class trader {
+ public:
+  trader(run_context& ctx, std::string user)
+      : ctx_(ctx),
+        user_(std::move(user)),
+        hash_("users:" + user_),
+        inventory_("inventory:" + user_),
+        redis_(ctx.url),
+        rng_(std::random_device{}()) {
+    if (uses_dlock(ctx.kind)) {
+      if (ctx.shared_locks) {
+        locks_.emplace(*ctx.shared_locks);
+      } else {
+        locks_.emplace(ctx.url);
+      }
+    }
+  }
+
+  const std::string& user() const { return user_; }
+  redis_client& redis() { return redis_; }
+  std::mt19937_64& rng() { return rng_; }
+
+  // Puts `itemid` (which must be in our inventory) on the market at `price`.
+  outcome list(const std::string& itemid, std::string_view price, tally& t) {
+    const std::string member = itemid + "." + user_;
+    const auto limit = clock_type::now() + list_limit;
+    switch (ctx_.kind) {
+      case variant_kind::watch:
+        return list_watch(itemid, member, price, limit);
+      case variant_kind::script: {
+        const auto r =
+            redis_.eval(ctx_.list_script, {inventory_, market_key}, {itemid, member, price});
+        return r.integer() == 1 ? outcome::done : outcome::stale;
+      }
+      default:
+        return locked(lock_name(member), clock_type::now() + lock_limit, t,
+                      [&] { return list_locked(itemid, member, price); });
+    }
+  }
+
+  // Buys `itemid` of `seller`, listed at `price`.
+  outcome purchase(const std::string& itemid, const std::string& seller, std::string_view price,
+                   tally& t) {
+    const std::string member = itemid + "." + seller;
+    const auto limit = clock_type::now() + purchase_limit;
+    switch (ctx_.kind) {
+      case variant_kind::watch:
+        return purchase_watch(itemid, seller, member, price, limit, t);
+      case variant_kind::script: {
+        const auto r = redis_.eval(ctx_.purchase_script,
+                                   {market_key, hash_, "users:" + seller, inventory_},
+                                   {member, itemid, price});
+        const auto v = r.integer();
+        return v == 1 ? outcome::done : v == 0 ? outcome::stale : outcome::refused;
+      }
+      default:
+        return locked(lock_name(member), clock_type::now() + lock_limit, t,
+                      [&] { return purchase_locked(itemid, seller, member, price); });
+    }
+  }
+
+  // Adds items "<user>-<first>" … "<user>-<last>" to our inventory.
+  void stock(std::uint64_t first, std::uint64_t last) {
+    constexpr std::uint64_t chunk = 100'000;  // bounds how long one script blocks the server
+    for (auto from = first; from <= last; from += chunk) {
+      const auto to = std::min(last, from + chunk - 1);
+      redis_.eval(ctx_.fill_script, {inventory_},
+                  {user_ + "-", std::to_string(from), std::to_string(to)});
+    }
+  }
+
+ private:
+  // Why the call must stop, if it must: the run is over (abandoned) or the book's limit passed.
+  std::optional<outcome> out_of_time(clock_type::time_point limit) const {
+    if (ctx_.over()) return outcome::abandoned;
+    if (clock_type::now() >= limit) return outcome::timed_out;
+    return std::nullopt;
+  }
+
+  // ---- watch: the book's list_item and purchase_item ----
+
+  outcome list_watch(const std::string& itemid, const std::string& member, std::string_view price,
+                     clock_type::time_point limit) {
+    while (true) {
+      if (auto stop = out_of_time(limit)) return *stop;
+      redis_.command({"WATCH", inventory_});
+      if (redis_.command({"SISMEMBER", inventory_, itemid}).integer() == 0) {
+        redis_.command({"UNWATCH"});
+        return outcome::stale;
+      }
+      const auto r = pipeline(redis_, {{"MULTI"},
+                                       {"ZADD", market_key, price, member},
+                                       {"SREM", inventory_, itemid},
+                                       {"EXEC"}});
+      if (!r.back().is_nil()) return outcome::done;
+      // A failed EXEC while listing is not a purchase retry: MARKET.md counts only those.
+    }
+  }
+
+  outcome purchase_watch(const std::string& itemid, const std::string& seller,
+                         const std::string& member, std::string_view price,
+                         clock_type::time_point limit, tally& t) {
+    const std::string seller_hash = "users:" + seller;
+    const std::string minus = "-" + std::string(price);
+    while (true) {
+      if (auto stop = out_of_time(limit)) return *stop;
+      redis_.command({"WATCH", market_key, hash_});
+      const auto listed = redis_.command({"ZSCORE", market_key, member});
+      const auto funds = redis_.command({"HGET", hash_, "funds"});
+      if (listed.is_nil() || listed.str() != price) {
+        redis_.command({"UNWATCH"});
+        return outcome::stale;
+      }
+      if (to_int(funds) < to_int(listed)) {
+        redis_.command({"UNWATCH"});
+        return outcome::refused;
+      }
+      const auto r = pipeline(redis_, {{"MULTI"},
+                                       {"HINCRBY", seller_hash, "funds", price},
+                                       {"HINCRBY", hash_, "funds", minus},
+                                       {"SADD", inventory_, itemid},
+                                       {"ZREM", market_key, member},
+                                       {"EXEC"}});
+      if (!r.back().is_nil()) return outcome::done;
+      ++t.retries;  // someone changed the market or our funds since WATCH
+    }
+  }
+
+  // ---- the work done under a lock (identical for every lock variant) ----
+
+  outcome list_locked(const std::string& itemid, const std::string& member,
+                      std::string_view price) {
+    if (redis_.command({"SISMEMBER", inventory_, itemid}).integer() == 0) return outcome::stale;
+    exec_result(pipeline(redis_, {{"MULTI"},
+                                  {"ZADD", market_key, price, member},
+                                  {"SREM", inventory_, itemid},
+                                  {"EXEC"}}));
+    return outcome::done;
+  }
+
+  outcome purchase_locked(const std::string& itemid, const std::string& seller,
+                          const std::string& member, std::string_view price) {
+    const auto read = pipeline(redis_, {{"MULTI"},
+                                        {"ZSCORE", market_key, member},
+                                        {"HGET", hash_, "funds"},
+                                        {"EXEC"}});
+    const auto& values = exec_result(read);
+    const auto& listed = values.at(0);
+    if (listed.is_nil() || listed.str() != price) return outcome::stale;
+    if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
+    const std::string minus = "-" + std::string(price);
+    exec_result(pipeline(redis_, {{"MULTI"},
+                                  {"HINCRBY", "users:" + seller, "funds", price},
+                                  {"HINCRBY", hash_, "funds", minus},
+                                  {"SADD", inventory_, itemid},
+                                  {"ZREM", market_key, member},
+                                  {"EXEC"}}));
+    return outcome::done;
+  }
+
+  // ---- locks ----
+
+  // The lock a list or purchase of `member` takes: the market, or the item.
+  std::string lock_name(const std::string& member) const {
+    const bool coarse =
+        ctx_.kind == variant_kind::book_lock || ctx_.kind == variant_kind::dlock_coarse;
+    return "lock:" + (coarse ? market_key : member);
+  }
+
+  // Runs `work` under the variant's lock on `key`.
+  template <class Work>
+  outcome locked(const std::string& key, clock_type::time_point limit, tally& t, Work&& work) {
+    if (uses_dlock(ctx_.kind)) {
+      dlock::lease held = dlock_acquire(key, limit);
+      if (!held) return ctx_.over() ? outcome::abandoned : outcome::timed_out;
+      const outcome o = work();
+      if (!held.release()) ++t.release_failures;
+      return o;
+    }
+    const auto id = book_acquire(key, limit);
+    if (!id) return ctx_.over() ? outcome::abandoned : outcome::timed_out;
+    const outcome o = work();
+    if (!book_release(key, *id, t)) ++t.release_failures;
+    return o;
+  }
+
+  // The book's acquire_lock: SETNX a random 128-bit id, polling every millisecond until the
+  // limit (or the end of the run).
+  std::optional<std::string> book_acquire(const std::string& key, clock_type::time_point limit) {
+    const std::string id = random_id();
+    const auto until = std::min(limit, ctx_.end);
+    while (true) {
+      if (redis_.command({"SETNX", key, id}).integer() == 1) return id;
+      if (clock_type::now() >= until || ctx_.failed.load(std::memory_order_relaxed)) {
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(lock_poll);
+    }
+  }
+
+  // The book's release_lock: WATCH the key, GET it, and if it is still ours delete it in
+  // MULTI/EXEC, retrying if the key changed in between. A failed EXEC here is inside a purchase
+  // call, so for purchases it counts as a retry (it never happens: only the holder writes).
+  bool book_release(const std::string& key, const std::string& id, tally& t) {
+    while (true) {
+      redis_.command({"WATCH", key});
+      const auto current = redis_.command({"GET", key});
+      if (!current.is_string() || current.str() != id) {
+        redis_.command({"UNWATCH"});
+        return false;
+      }
+      const auto r = pipeline(redis_, {{"MULTI"}, {"DEL", key}, {"EXEC"}});
+      if (!r.back().is_nil()) return true;
+      ++t.retries;
+    }
+  }
+
+  dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit) {
+    const auto until = std::min(limit, ctx_.end);
+    dlock::lease_options lo;
+    if (ctx_.dl.fixed_lease) lo.lease_time = std::chrono::milliseconds(ctx_.dl.lease_ms);
+    auto take = [&](auto lock) {
+      if (ctx_.dl.try_first) {
+        // One attempt first: an uncontended lock is granted in one round trip, without
+        // joining the waiter queue (whose first member subscribes to the unlock channel).
+        if (auto l = lock.try_acquire(lo)) return l;
+      }
+      return lock.try_acquire_until(until, lo);  // event-driven: waits for the unlock message
+    };
+    return ctx_.dl.simple ? take(locks_->simple(name)) : take(locks_->reentrant(name));
+  }
+
+  std::string random_id() {
+    char text[40];
+    const auto a = rng_();
+    const auto b = rng_();
+    std::snprintf(text, sizeof text, "%08x-%04x-%04x-%04x-%012llx",
+                  static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
+                  static_cast<unsigned>(a & 0xffff), static_cast<unsigned>(b >> 48),
+                  static_cast<unsigned long long>(b & 0xffffffffffffULL));
+    return text;
+  }
+
+  run_context& ctx_;
+  std::string user_;
+  std::string hash_;
+  std::string inventory_;
+  redis_client redis_;
+  std::optional<dlock::client> locks_;
+  std::mt19937_64 rng_;
+};
+
+// ---- the worker loops ----------------------------------------------------------------------------
+
+void lister_loop(run_context& ctx, trader& me, std::uint64_t stocked, tally& t) {
+  std::uniform_int_distribution<int> prices(min_price, max_price);
+  std::uint64_t next = 0;
+  while (!ctx.over()) {
+    if (next == stocked) {
+      // Out of pre-filled items: the trial under-estimated. Refill on the clock and say so.
+      const auto more = std::max<std::uint64_t>(stocked, 1000);
+      me.stock(stocked, stocked + more - 1);
+      stocked += more;
+      ++t.refills;
+    }
+    const std::string itemid = me.user() + "-" + std::to_string(next++);
+    const std::string price = std::to_string(prices(me.rng()));
+    switch (me.list(itemid, price, t)) {
+      case outcome::done:
+        ++t.listed;
+        break;
+      case outcome::timed_out:
+        ++t.list_timeouts;
+        break;
+      case outcome::stale:
+      case outcome::refused:
+        ++t.list_stale;  // the item was not in our inventory: never expected
+        break;
+      case outcome::abandoned:
+        ++t.abandoned;
+        break;
+    }
+  }
+}
+
+void buyer_loop(run_context& ctx, trader& me, tally& t) {
+  while (!ctx.over()) {
+    const auto top = me.redis().command(
+        {"ZRANGE", market_key, "0", std::to_string(cheapest - 1), "WITHSCORES"});
+    const auto& entries = top.elements();
+    if (entries.size() < 2) {
+      ++t.empty_market;
+      std::this_thread::sleep_for(empty_backoff);
+      continue;
+    }
+    std::uniform_int_distribution<std::size_t> pick(0, entries.size() / 2 - 1);
+    const auto k = pick(me.rng());
+    const std::string& member = entries[2 * k].str();
+    const std::string& price = entries[2 * k + 1].str();
+    const auto dot = member.find('.');
+    const std::string itemid = member.substr(0, dot);
+    const std::string seller = member.substr(dot + 1);
+
+    const auto started = clock_type::now();
+    const auto o = me.purchase(itemid, seller, price, t);
+    const double took = ms_double(clock_type::now() - started).count();
+    if (o != outcome::abandoned) t.purchase_ms += took;
+    switch (o) {
+      case outcome::done:
+        ++t.bought;
+        t.ok_ms.push_back(took);
+        break;
+      case outcome::stale:
+        ++t.stale;
+        break;
+      case outcome::refused:
+        ++t.refused;
+        break;
+      case outcome::timed_out:
+        ++t.purchase_timeouts;
+        break;
+      case outcome::abandoned:
+        ++t.abandoned;
+        break;
+    }
+  }
+}
+
+// ---- a run ---------------------------------------------------------------------------------------
+
+std::string user_id(char role, int i) {
+  return std::string(1, role) + std::to_string(i);
+}
+
+// Flushes the database and creates the users and the listers' inventories.
+void prepare(redis_client& admin, run_context& ctx, const load& l, std::uint64_t stock) {
+  admin.command({"FLUSHALL", "SYNC"});
+  for (int i = 0; i < l.listers; ++i) {
+    const auto id = user_id('L', i);
+    admin.command({"HSET", "users:" + id, "name", id, "funds", "0"});
+  }
+  for (int j = 0; j < l.buyers; ++j) {
+    const auto id = user_id('B', j);
+    admin.command({"HSET", "users:" + id, "name", id, "funds", std::to_string(buyer_funds)});
+  }
+  constexpr std::uint64_t chunk = 100'000;
+  for (int i = 0; i < l.listers; ++i) {
+    const auto id = user_id('L', i);
+    for (std::uint64_t from = 0; from < stock; from += chunk) {
+      const auto to = std::min(stock, from + chunk) - 1;
+      admin.eval(ctx.fill_script, {"inventory:" + id},
+                 {id + "-", std::to_string(from), std::to_string(to)});
+    }
+  }
+}
+
+struct run_result {
+  row r;
+  std::vector<double> lister_rates;  // items listed per second, per lister
+  tally sum;
+  client_stats lock_stats;  // dlock variants with a shared client
+  double client_cpu = 0, server_cpu = 0, server_commands = 0;
+};
+
+run_result run_once(const std::string& url, redis_client& admin, const variant_info& v,
+                    const load& l, double seconds, std::uint64_t stock, const dlock_settings& dl) {
+  run_context ctx;
+  ctx.kind = v.kind;
+  ctx.url = url;
+  ctx.dl = dl;
+  prepare(admin, ctx, l, stock);
+  if (uses_dlock(v.kind) && dl.shared_client) ctx.shared_locks.emplace(url);
+
+  // Connections first, so the clock starts with every worker ready.
+  std::vector<std::unique_ptr<trader>> listers, buyers;
+  for (int i = 0; i < l.listers; ++i)
+    listers.push_back(std::make_unique<trader>(ctx, user_id('L', i)));
+  for (int j = 0; j < l.buyers; ++j)
+    buyers.push_back(std::make_unique<trader>(ctx, user_id('B', j)));
+  std::vector<tally> tallies(listers.size() + buyers.size());
+
+  const double server_cpu0 = info_number(admin, "cpu", "used_cpu_user") +
+                             info_number(admin, "cpu", "used_cpu_sys");
+  const double commands0 = info_number(admin, "stats", "total_commands_processed");
+  const double cpu0 = cpu_seconds();
+
+  auto guarded = [&ctx](auto&& body) {
+    return [&ctx, body = std::forward<decltype(body)>(body)]() mutable {
+      try {
+        body();
+      } catch (...) {
+        std::lock_guard lock(ctx.error_mutex);
+        if (!ctx.error) ctx.error = std::current_exception();
+        ctx.failed = true;
+      }
+    };
+  };
+  const auto start = clock_type::now();
+  ctx.end = start + std::chrono::duration_cast<clock_type::duration>(
+                        std::chrono::duration<double>(seconds));
+  std::vector<std::thread> threads;
+  try {
+    for (std::size_t i = 0; i < listers.size(); ++i) {
+      threads.emplace_back(
+          guarded([&, i] { lister_loop(ctx, *listers[i], stock, tallies[i]); }));
+    }
+    for (std::size_t j = 0; j < buyers.size(); ++j) {
+      threads.emplace_back(
+          guarded([&, j] { buyer_loop(ctx, *buyers[j], tallies[listers.size() + j]); }));
+    }
+  } catch (...) {
+    ctx.failed = true;  // could not start a thread: stop the others before unwinding
+    for (auto& t : threads)
+      t.join();
+    throw;
+  }
+  for (auto& t : threads)
+    t.join();
+  const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (ctx.error) std::rethrow_exception(ctx.error);
+
+  run_result out;
+  out.client_cpu = cpu_seconds() - cpu0;
+  out.server_cpu = info_number(admin, "cpu", "used_cpu_user") +
+                   info_number(admin, "cpu", "used_cpu_sys") - server_cpu0;
+  out.server_commands = info_number(admin, "stats", "total_commands_processed") - commands0;
+  if (ctx.shared_locks) out.lock_stats = ctx.shared_locks->stats();
+
+  auto& s = out.sum;
+  for (std::size_t i = 0; i < tallies.size(); ++i) {
+    auto& t = tallies[i];
+    if (i < listers.size()) out.lister_rates.push_back(static_cast<double>(t.listed) / elapsed);
+    s.listed += t.listed;
+    s.bought += t.bought;
+    s.retries += t.retries;
+    s.stale += t.stale;
+    s.refused += t.refused;
+    s.list_timeouts += t.list_timeouts;
+    s.purchase_timeouts += t.purchase_timeouts;
+    s.abandoned += t.abandoned;
+    s.list_stale += t.list_stale;
+    s.refills += t.refills;
+    s.release_failures += t.release_failures;
+    s.empty_market += t.empty_market;
+    s.purchase_ms += t.purchase_ms;
+    s.ok_ms.insert(s.ok_ms.end(), t.ok_ms.begin(), t.ok_ms.end());
+  }
+  row& r = out.r;
+  r.variant = std::string(v.name);
+  r.listers = l.listers;
+  r.buyers = l.buyers;
+  r.seconds = elapsed;
+  r.listed = s.listed;
+  r.bought = s.bought;
+  r.retries = s.retries;
+  r.stale = s.stale;
+  r.timeouts = s.list_timeouts + s.purchase_timeouts;
+  if (s.bought > 0) {
+    double ok_total = 0;
+    for (double x : s.ok_ms)
+      ok_total += x;
+    r.wait_ms_a = ok_total / static_cast<double>(s.bought);
+    r.wait_ms_b = s.purchase_ms / static_cast<double>(s.bought);
+  }
+  r.p50_ms = percentile(s.ok_ms, 50);
+  r.p99_ms = percentile(s.ok_ms, 99);
+  return out;
+}
+
+std::string format_number(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// 1234567 -> "1,234,567".
+std::string grouped(std::uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Milliseconds with enough digits to tell small values apart.
+std::string ms_text(double ms) {
+  if (ms <= 0) return "-";
+  return format_number(ms, ms < 10 ? 2 : ms < 100 ? 1 : 0);
+}
+
+std::string load_text(int listers, int buyers) {
+  return std::to_string(listers) + "/" + std::to_string(buyers);
+}
+
+}  // namespace
+
+const std::vector<std::string>& all_variants() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& x : variant_table)
+      v.emplace_back(x.name);
+    return v;
+  }();
+  return names;
+}
+
+report run(const options& o) {
+  if (!(o.seconds > 0)) throw std::invalid_argument("market: seconds must be positive");
+  if (o.loads.empty()) throw std::invalid_argument("market: no loads");
+  for (const auto& l : o.loads) {
+    if (l.listers < 1 || l.buyers < 1) {
+      throw std::invalid_argument("market: a load needs at least one lister and one buyer");
+    }
+  }
+  if (!o.url.empty() && !o.allow_flush) {
+    throw std::invalid_argument(
+        "market: every run begins with FLUSHALL, which would erase the server at " +
+        connection_options::from_url(o.url).redacted_url() +
+        "; allow it explicitly (dlock market --flush) or run without --url to use a private "
+        "redis-server");
+  }
+  const auto& names = o.variants.empty() ? all_variants() : o.variants;
+  std::vector<const variant_info*> variants;
+  for (const auto& n : names)
+    variants.push_back(&find_variant(n));
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+
+  // The embedded server lives for this call only; its destructor stops it on every path.
+  std::optional<embedded::redis_server> server;
+  std::string url = o.url;
+  if (url.empty()) {
+    say("starting a private redis-server");
+    server.emplace();
+    url = server->url();
+  }
+  redis_client admin(url);
+
+  // Inventories are sized from a short trial of the same variant and load (MARKET.md's first
+  // option): a refill during the run would write to the lister's WATCHed inventory and to a
+  // server already saturated, changing what is measured.
+  const double trial_seconds = std::clamp(o.seconds * 0.05, 0.25, 1.0);
+  constexpr double safety = 2.0;
+  constexpr std::uint64_t trial_stock = 20'000;
+
+  report rep;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& l : o.loads) {
+    for (const auto* v : variants) {
+      const std::string label = std::string(v->name) + " " + load_text(l.listers, l.buyers);
+      say(label + ": trial run (" + format_number(trial_seconds, 2) + " s) to size inventories");
+      const auto trial = run_once(url, admin, *v, l, trial_seconds, trial_stock, o.dlock);
+      const double rate = *std::max_element(trial.lister_rates.begin(), trial.lister_rates.end());
+      const auto stock = static_cast<std::uint64_t>(std::ceil(rate * o.seconds * safety)) + 1000;
+      say(label + ": " + grouped(stock) + " items per lister; running " +
+          format_number(o.seconds, 1) + " s");
+      auto res = run_once(url, admin, *v, l, o.seconds, stock, o.dlock);
+      const auto& r = res.r;
+      say(label + ": listed " + grouped(r.listed) + ", bought " + grouped(r.bought) +
+          ", retries " + grouped(r.retries) + ", stale " + grouped(r.stale) + ", timeouts " +
+          grouped(r.timeouts) + ", " + format_number(r.per_second(), 0) +
+          " listed+bought/s, purchase p99 " + ms_text(r.p99_ms) + " ms");
+
+      const auto ops = static_cast<double>(std::max<std::uint64_t>(1, r.listed + r.bought));
+      nlohmann::json detail = {
+          {"variant", r.variant},
+          {"listers", r.listers},
+          {"buyers", r.buyers},
+          {"inventory_per_lister", stock},
+          {"trial_lister_rate_per_s", std::round(rate)},
+          {"refills", res.sum.refills},
+          {"list_timeouts", res.sum.list_timeouts},
+          {"purchase_timeouts", res.sum.purchase_timeouts},
+          {"refused_purchases", res.sum.refused},
+          {"list_not_in_inventory", res.sum.list_stale},
+          {"abandoned_at_end", res.sum.abandoned},
+          {"empty_market_backoffs", res.sum.empty_market},
+          {"lock_release_failures", res.sum.release_failures},
+          {"server_commands_per_op", std::round(res.server_commands / ops * 100) / 100},
+          {"server_cpu_s", std::round(res.server_cpu * 100) / 100},
+          {"client_cpu_s", std::round(res.client_cpu * 100) / 100},
+      };
+      if (uses_dlock(v->kind) && o.dlock.shared_client) {
+        const auto& st = res.lock_stats;
+        detail["dlock_client"] = {{"grants", st.grants},
+                                  {"attempts", st.attempts},
+                                  {"releases", st.releases},
+                                  {"release_failures", st.release_failures},
+                                  {"unlock_messages", st.unlock_messages}};
+      }
+      runs.push_back(std::move(detail));
+      rep.rows.push_back(r);
+    }
+  }
+  admin.command({"FLUSHALL", "SYNC"});  // leave a --url server as empty as we were allowed to
+  const std::string version = info_text(admin, "server", "redis_version");
+
+  const auto& dl = o.dlock;
+  nlohmann::json loads = nlohmann::json::array();
+  for (const auto& l : o.loads)
+    loads.push_back(load_text(l.listers, l.buyers));
+  rep.choices = {
+      {"source", "Redis in Action §6.2, Table 6.3; driver fixed by MARKET.md"},
+      {"server",
+       {{"url", server ? std::string("embedded redis-server (private, loopback TCP)")
+                       : connection_options::from_url(url).redacted_url()},
+        {"redis_version", version}}},
+      {"seconds_per_run", o.seconds},
+      {"loads", loads},
+      {"variants", names},
+      {"users",
+       "listers L0..L{n-1} and buyers B0..B{m-1} are distinct users: users:<id> = {name, funds}"},
+      {"buyer_funds", buyer_funds},
+      {"seller_funds", 0},
+      {"inventory",
+       {{"item_ids", "<listerid>-<n>, n = 0, 1, 2, ... (unique; listed in that order)"},
+        {"sizing", "pre-filled before each run from a trial of the same variant and load: "
+                   "ceil(fastest lister's rate x seconds x 2) + 1000 items per lister; a lister "
+                   "that runs out anyway refills on the clock (counted as refills)"},
+        {"trial_seconds", trial_seconds},
+        {"safety_factor", safety}}},
+      {"prices", "uniform random integers 1..100"},
+      {"buyer_pick",
+       "ZRANGE market: 0 9 WITHSCORES, one entry uniformly at random; an empty market costs a "
+       "1 ms back-off, not counted; the ZRANGE is not part of the purchase call"},
+      {"workers",
+       "one thread per lister and buyer, flat out; each with its own redis_client (one "
+       "connection: WATCH state belongs to a connection)"},
+      {"flush", "FLUSHALL SYNC before every run and trial, and once at the end"},
+      {"limits",
+       {{"list_ms", 5000},
+        {"purchase_ms", 10000},
+        {"lock_acquire_ms", 10000},
+        {"book_lock_poll_ms", 1},
+        {"run_end", "calls still retrying or waiting for a lock at the end of the run are "
+                    "abandoned and counted nowhere"}}},
+      {"work_under_lock",
+       "as the book's purchase_item_with_lock, identical in all four lock variants: no WATCH; "
+       "MULTI ZSCORE HGET EXEC, check price and funds, then MULTI HINCRBY seller, HINCRBY "
+       "buyer, SADD inventory, ZREM market EXEC (each a transactional pipeline: one round "
+       "trip). Listing: SISMEMBER, then MULTI ZADD SREM EXEC"},
+      {"what_listing_locks",
+       "coarse variants: the whole market (lock:market:), for listing and buying alike - the "
+       "book's 'only one item listed or sold at a time'. Fine variants: the item's market entry "
+       "lock:<itemid>.<sellerid>, for listing and buying alike; nobody else can want that name "
+       "before the item is on the market, so listing contends only with a buyer who saw the "
+       "entry before the lister released"},
+      {"book_lock",
+       "SETNX lock:<name> <random 128-bit id, UUID text> polled every 1 ms up to 10 s; release "
+       "WATCH, GET, compare, MULTI DEL EXEC (retried if the EXEC fails); no expiry, as the "
+       "book's basic lock"},
+      {"dlock",
+       {{"client", dl.shared_client
+                       ? "one dlock::client shared by all workers (its lock commands pipelined "
+                         "on one connection; waiters on one name queued locally); the work "
+                         "under the lock runs on each worker's own connection as in the book "
+                         "variants"
+                       : "one dlock::client per worker (like separate processes); the work "
+                         "under the lock runs on a second, plain connection per worker"},
+        {"lock_kind", dl.simple ? "simple (SET NX PX layout, no re-entry needed)"
+                                : "reentrant (Redisson hash layout)"},
+        {"lease", dl.fixed_lease ? "fixed " + std::to_string(dl.lease_ms) +
+                                       " ms (no watchdog bookkeeping for short holds)"
+                                 : std::string("watchdog")},
+        {"acquire", dl.try_first ? "try_acquire() once, then try_acquire_until(limit): "
+                                   "event-driven waiting on the unlock message"
+                                 : "try_acquire_until(limit): event-driven waiting"},
+        {"release", "lease::release(): one round trip (compare-and-delete script + PUBLISH)"},
+        {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
+        {"fencing_keys",
+         "every grant INCRs redisson_lock_token:{<name>}, which is never deleted: dlock-fine "
+         "leaves one counter key per item listed"}}},
+      {"script", "list and purchase each as one Lua script (EVALSHA): the no-lock ceiling"},
+      {"counters",
+       {{"retries", "failed EXECs inside purchase calls (lock polling and list retries are "
+                    "not counted)"},
+        {"stale", "purchase calls that found the item gone or repriced"},
+        {"timeouts", "list and purchase calls that hit the book's limit (5 s, 10 s, 10 s lock)"},
+        {"wait_ms_a", "mean wall time of successful purchase calls"},
+        {"wait_ms_b", "all buyer time inside purchase calls (any outcome) / items bought"},
+        {"p50_ms_p99_ms", "purchase call latency, successful calls only"},
+        {"seconds", "measured run length (start to last worker stopping)"}}},
+      {"runs", runs},
+  };
+  return rep;
+}
+
+// ---- reporting ----------------------------------------------------------------------------------
+
+namespace {
+
+// The book's Table 6.3 (seeds/README.md): 60 s runs. A '<' figure is an upper bound.
+struct book_row {
+  int listers, buyers;
+  std::string_view variant;
+  std::string_view listed, bought, retries, wait;
+  double l, b, r;     // the figures as numbers (bounds taken at face value)
+  bool b_bound, r_bound;
+};
+
+constexpr book_row book_table[] = {
+    {1, 1, "no lock", "145,000", "27,000", "80,000", "14 ms", 145000, 27000, 80000, false, false},
+    {1, 1, "with lock", "51,000", "50,000", "0", "1 ms", 51000, 50000, 0, false, false},
+    {1, 1, "fine-grained lock", "113,000", "110,000", "0", "<1 ms", 113000, 110000, 0, false,
+     false},
+    {5, 1, "no lock", "331,000", "<200", "50,000", "150 ms", 331000, 200, 50000, true, false},
+    {5, 1, "with lock", "68,000", "13,000", "<10", "5 ms", 68000, 13000, 10, false, true},
+    {5, 1, "fine-grained lock", "192,000", "36,000", "0", "<2 ms", 192000, 36000, 0, false,
+     false},
+    {5, 5, "no lock", "206,000", "<600", "161,000", "498 ms", 206000, 600, 161000, true, false},
+    {5, 5, "with lock", "21,000", "20,500", "0", "14 ms", 21000, 20500, 0, false, false},
+    {5, 5, "fine-grained lock", "116,000", "111,000", "0", "<3 ms", 116000, 111000, 0, false,
+     false},
+};
+
+const book_row* book_match(const row& r) {
+  std::string_view variant;
+  for (const auto& v : variant_table) {
+    if (v.name == r.variant) variant = v.book;
+  }
+  if (variant.empty()) return nullptr;
+  for (const auto& b : book_table) {
+    if (b.listers == r.listers && b.buyers == r.buyers && b.variant == variant) return &b;
+  }
+  return nullptr;
+}
+
+std::string ratio_text(double num, double den, int decimals) {
+  if (den <= 0) return num > 0 ? "inf" : "-";
+  return format_number(num / den, decimals);
+}
+
+// A plain-text table; the first `left` columns are left-aligned, the rest right-aligned.
+std::string render(const std::vector<std::vector<std::string>>& rows, std::size_t left,
+                   const std::vector<std::size_t>& gaps_after = {}) {
+  std::vector<std::size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (std::size_t c = 0; c < r.size(); ++c)
+      width[c] = std::max(width[c], r[c].size());
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      if (c > 0) {
+        line += "  ";
+        if (std::find(gaps_after.begin(), gaps_after.end(), c - 1) != gaps_after.end()) {
+          line += "| ";
+        }
+      }
+      const auto pad = std::string(width[c] - r[c].size(), ' ');
+      line += c < left ? r[c] + pad : pad + r[c];
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_table(const report& rep) {
+  std::string out;
+  double secs = 0;
+  for (const auto& r : rep.rows)
+    secs = std::max(secs, r.seconds);
+  const auto per_run = rep.choices.contains("seconds_per_run")
+                           ? rep.choices["seconds_per_run"].get<double>()
+                           : secs;
+  out += "Marketplace (Redis in Action 6.2), " + format_number(per_run, 1) +
+         " s per run; purchase latency columns are successful calls only\n\n";
+
+  std::vector<std::vector<std::string>> t{{"load", "variant", "listed", "bought", "retries",
+                                           "stale", "timeouts", "wait a ms", "wait b ms",
+                                           "p50 ms", "p99 ms", "listed+bought/s"}};
+  for (const auto& r : rep.rows) {
+    t.push_back({load_text(r.listers, r.buyers), r.variant, grouped(r.listed), grouped(r.bought),
+                 grouped(r.retries), grouped(r.stale), grouped(r.timeouts), ms_text(r.wait_ms_a),
+                 ms_text(r.wait_ms_b), ms_text(r.p50_ms), ms_text(r.p99_ms),
+                 format_number(r.per_second(), 0)});
+  }
+  out += render(t, 2);
+
+  out += "\nBeside the book's Table 6.3 (60 s runs; same load, matching book variant)\n\n";
+  std::vector<std::vector<std::string>> b{{"load", "variant", "L:B", "retries/bought",
+                                           "wait b ms", "listed+bought/s", "book variant",
+                                           "listed", "bought", "retries", "wait", "L:B",
+                                           "retries/bought", "listed+bought/s"}};
+  for (const auto& r : rep.rows) {
+    std::vector<std::string> line{load_text(r.listers, r.buyers), r.variant,
+                                  ratio_text(static_cast<double>(r.listed),
+                                             static_cast<double>(r.bought), 2),
+                                  ratio_text(static_cast<double>(r.retries),
+                                             static_cast<double>(r.bought), 2),
+                                  ms_text(r.wait_ms_b), format_number(r.per_second(), 0)};
+    if (const auto* k = book_match(r)) {
+      const std::string more = k->b_bound ? ">" : "";
+      const std::string fewer = k->r_bound ? "<" : k->b_bound && k->r > 0 ? ">" : "";
+      line.insert(line.end(),
+                  {std::string(k->variant), std::string(k->listed), std::string(k->bought),
+                   std::string(k->retries), std::string(k->wait),
+                   more + ratio_text(k->l, k->b, 2),
+                   k->r > 0 ? fewer + ratio_text(k->r, k->b, k->r_bound ? 3 : 2) : "0",
+                   format_number((k->l + k->b) / 60.0, 0)});
+    } else {
+      line.insert(line.end(), {"-", "", "", "", "", "", "", ""});
+    }
+    b.push_back(std::move(line));
+  }
+  out += render(b, 2, {5});
+  out +=
+      "\nComparable with the book: the shapes, as ratios within a row - L:B (listed per bought; "
+      "under locks it should track listers:buyers), retries per bought (the WATCH explosion), "
+      "and how the rows of one load rank. Roughly comparable: wait per purchase (the book's "
+      "'average wait per purchase' is closest to our 'wait b': buyer time over items bought). "
+      "Not comparable: absolute counts and rates (the book ran Python clients for 60 s on 2013 "
+      "hardware; ours are C++ threads for the seconds above, on a shared 2-vCPU machine with "
+      "the server on it); compare dlock's rows with the book's algorithms measured in this "
+      "same run instead.\n";
+  return out;
+}
+
+nlohmann::json to_json(const report& rep) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : rep.rows) {
+    rows.push_back({{"variant", r.variant},
+                    {"listers", r.listers},
+                    {"buyers", r.buyers},
+                    {"seconds", r.seconds},
+                    {"listed", r.listed},
+                    {"bought", r.bought},
+                    {"retries", r.retries},
+                    {"stale", r.stale},
+                    {"timeouts", r.timeouts},
+                    {"wait_ms_a", r.wait_ms_a},
+                    {"wait_ms_b", r.wait_ms_b},
+                    {"p50_ms", r.p50_ms},
+                    {"p99_ms", r.p99_ms}});
+  }
+  return {{"rows", rows}, {"choices", rep.choices}};
+}
+
+}  // namespace dlock::market

@@ -1,0 +1,93 @@
+// A hand driver for the marketplace library: short runs, the table (or JSON), and switches for
+// dlock's settings so their effect can be measured. `dlock market` is the real front end.
+//
+//   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
+//                      [--json] [--per-worker-client] [--reentrant] [--watchdog]
+//                      [--no-try-first]
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "market/market.hpp"
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, sep);) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+int usage(const char* self) {
+  std::cerr << "usage: " << self
+            << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
+               "       [--per-worker-client] [--reentrant] [--watchdog] [--no-try-first]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dlock::market::options o;
+  o.seconds = 3;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--seconds") {
+        o.seconds = std::stod(value());
+      } else if (a == "--variants") {
+        o.variants = split(value(), ',');
+      } else if (a == "--loads") {
+        o.loads.clear();
+        for (const auto& l : split(value(), ',')) {
+          const auto parts = split(l, '/');
+          if (parts.size() != 2) throw std::invalid_argument("load '" + l + "' is not L/B");
+          o.loads.push_back({std::stoi(parts[0]), std::stoi(parts[1])});
+        }
+      } else if (a == "--url") {
+        o.url = value();
+      } else if (a == "--flush") {
+        o.allow_flush = true;
+      } else if (a == "--json") {
+        json = true;
+      } else if (a == "--per-worker-client") {
+        o.dlock.shared_client = false;
+      } else if (a == "--reentrant") {
+        o.dlock.simple = false;
+      } else if (a == "--watchdog") {
+        o.dlock.fixed_lease = false;
+      } else if (a == "--no-try-first") {
+        o.dlock.try_first = false;
+      } else {
+        return usage(argv[0]);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << e.what() << "\n";
+      return usage(argv[0]);
+    }
+  }
+  o.progress = [](const std::string& line) { std::cerr << line << std::endl; };
+  try {
+    const auto r = dlock::market::run(o);
+    if (json) {
+      std::cout << dlock::market::to_json(r).dump(2) << "\n";
+    } else {
+      std::cout << dlock::market::render_table(r);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "market: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
