@@ -15,10 +15,11 @@
 //    before the item is on the market, so its lock is uncontended unless a buyer, having just
 //    seen the new entry in ZRANGE, asks for it before the lister lets go. That is why the book's
 //    fine-grained table shows listers and buyers no longer slowing each other down.
-//  * Every call is bounded by the book's limits (list 5 s, purchase 10 s, lock acquisition 10 s)
-//    and by the end of the run: a call still retrying or waiting when the run ends is abandoned
-//    and counted nowhere, so a run lasts `seconds` plus the tail of calls in their critical
-//    section.
+//  * Every call is bounded by the book's limits (list 5 s, purchase 10 s, lock acquisition 10 s).
+//    Workers start no call after the end of the run. A WATCH call still retrying then is
+//    abandoned and counted nowhere (it could otherwise run 10 s past the end); a call waiting
+//    for a lock finishes (lock queues drain in milliseconds) and counts. `seconds` is measured
+//    to the last worker's stop, so rates stay honest.
 //  * A buyer's ZRANGE (finding an item) is not part of its purchase call, as in the book, where
 //    purchase_item receives the item and its listed price.
 #include "market/market.hpp"
@@ -276,19 +277,38 @@ class trader {
         user_(std::move(user)),
         hash_("users:" + user_),
         inventory_("inventory:" + user_),
-        redis_(ctx.url),
         rng_(std::random_device{}()) {
     if (uses_dlock(ctx.kind)) {
       if (ctx.shared_locks) {
         locks_.emplace(*ctx.shared_locks);
       } else {
         locks_.emplace(ctx.url);
+        // Locks and work on one connection, as the book variants have it.
+        if (ctx.dl.work_on_lock_connection) redis_ = &locks_->redis();
       }
+    }
+    if (!redis_) {
+      own_redis_ = std::make_unique<redis_client>(ctx.url);
+      redis_ = own_redis_.get();
     }
   }
 
   const std::string& user() const { return user_; }
-  redis_client& redis() { return redis_; }
+
+  // Socket writes and commands on this trader's connections (a private lock client included;
+  // a shared one is counted once by the caller).
+  std::pair<std::uint64_t, std::uint64_t> writes_and_commands() const {
+    std::pair<std::uint64_t, std::uint64_t> sum{0, 0};
+    auto add = [&](const redis_client& r) {
+      const auto c = r.counters();
+      sum.first += c.writes;
+      sum.second += c.commands_sent;
+    };
+    if (own_redis_) add(*own_redis_);
+    if (locks_ && !ctx_.shared_locks) add(locks_->redis());
+    return sum;
+  }
+  redis_client& redis() { return *redis_; }
   std::mt19937_64& rng() { return rng_; }
 
   // Puts `itemid` (which must be in our inventory) on the market at `price`.
@@ -300,7 +320,7 @@ class trader {
         return list_watch(itemid, member, price, limit);
       case variant_kind::script: {
         const auto r =
-            redis_.eval(ctx_.list_script, {inventory_, market_key}, {itemid, member, price});
+            redis_->eval(ctx_.list_script, {inventory_, market_key}, {itemid, member, price});
         return r.integer() == 1 ? outcome::done : outcome::stale;
       }
       default:
@@ -318,7 +338,7 @@ class trader {
       case variant_kind::watch:
         return purchase_watch(itemid, seller, member, price, limit, t);
       case variant_kind::script: {
-        const auto r = redis_.eval(ctx_.purchase_script,
+        const auto r = redis_->eval(ctx_.purchase_script,
                                    {market_key, hash_, "users:" + seller, inventory_},
                                    {member, itemid, price});
         const auto v = r.integer();
@@ -335,7 +355,7 @@ class trader {
     constexpr std::uint64_t chunk = 100'000;  // bounds how long one script blocks the server
     for (auto from = first; from <= last; from += chunk) {
       const auto to = std::min(last, from + chunk - 1);
-      redis_.eval(ctx_.fill_script, {inventory_},
+      redis_->eval(ctx_.fill_script, {inventory_},
                   {user_ + "-", std::to_string(from), std::to_string(to)});
     }
   }
@@ -354,12 +374,12 @@ class trader {
                      clock_type::time_point limit) {
     while (true) {
       if (auto stop = out_of_time(limit)) return *stop;
-      redis_.command({"WATCH", inventory_});
-      if (redis_.command({"SISMEMBER", inventory_, itemid}).integer() == 0) {
-        redis_.command({"UNWATCH"});
+      redis_->command({"WATCH", inventory_});
+      if (redis_->command({"SISMEMBER", inventory_, itemid}).integer() == 0) {
+        redis_->command({"UNWATCH"});
         return outcome::stale;
       }
-      const auto r = pipeline(redis_, {{"MULTI"},
+      const auto r = pipeline(*redis_, {{"MULTI"},
                                        {"ZADD", market_key, price, member},
                                        {"SREM", inventory_, itemid},
                                        {"EXEC"}});
@@ -375,18 +395,18 @@ class trader {
     const std::string minus = "-" + std::string(price);
     while (true) {
       if (auto stop = out_of_time(limit)) return *stop;
-      redis_.command({"WATCH", market_key, hash_});
-      const auto listed = redis_.command({"ZSCORE", market_key, member});
-      const auto funds = redis_.command({"HGET", hash_, "funds"});
+      redis_->command({"WATCH", market_key, hash_});
+      const auto listed = redis_->command({"ZSCORE", market_key, member});
+      const auto funds = redis_->command({"HGET", hash_, "funds"});
       if (listed.is_nil() || listed.str() != price) {
-        redis_.command({"UNWATCH"});
+        redis_->command({"UNWATCH"});
         return outcome::stale;
       }
       if (to_int(funds) < to_int(listed)) {
-        redis_.command({"UNWATCH"});
+        redis_->command({"UNWATCH"});
         return outcome::refused;
       }
-      const auto r = pipeline(redis_, {{"MULTI"},
+      const auto r = pipeline(*redis_, {{"MULTI"},
                                        {"HINCRBY", seller_hash, "funds", price},
                                        {"HINCRBY", hash_, "funds", minus},
                                        {"SADD", inventory_, itemid},
@@ -401,8 +421,8 @@ class trader {
 
   outcome list_locked(const std::string& itemid, const std::string& member,
                       std::string_view price) {
-    if (redis_.command({"SISMEMBER", inventory_, itemid}).integer() == 0) return outcome::stale;
-    exec_result(pipeline(redis_, {{"MULTI"},
+    if (redis_->command({"SISMEMBER", inventory_, itemid}).integer() == 0) return outcome::stale;
+    exec_result(pipeline(*redis_, {{"MULTI"},
                                   {"ZADD", market_key, price, member},
                                   {"SREM", inventory_, itemid},
                                   {"EXEC"}}));
@@ -411,7 +431,7 @@ class trader {
 
   outcome purchase_locked(const std::string& itemid, const std::string& seller,
                           const std::string& member, std::string_view price) {
-    const auto read = pipeline(redis_, {{"MULTI"},
+    const auto read = pipeline(*redis_, {{"MULTI"},
                                         {"ZSCORE", market_key, member},
                                         {"HGET", hash_, "funds"},
                                         {"EXEC"}});
@@ -420,7 +440,7 @@ class trader {
     if (listed.is_nil() || listed.str() != price) return outcome::stale;
     if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
     const std::string minus = "-" + std::string(price);
-    exec_result(pipeline(redis_, {{"MULTI"},
+    exec_result(pipeline(*redis_, {{"MULTI"},
                                   {"HINCRBY", "users:" + seller, "funds", price},
                                   {"HINCRBY", hash_, "funds", minus},
                                   {"SADD", inventory_, itemid},
@@ -443,26 +463,25 @@ class trader {
   outcome locked(const std::string& key, clock_type::time_point limit, tally& t, Work&& work) {
     if (uses_dlock(ctx_.kind)) {
       dlock::lease held = dlock_acquire(key, limit);
-      if (!held) return ctx_.over() ? outcome::abandoned : outcome::timed_out;
+      if (!held) return outcome::timed_out;
       const outcome o = work();
       if (!held.release()) ++t.release_failures;
       return o;
     }
     const auto id = book_acquire(key, limit);
-    if (!id) return ctx_.over() ? outcome::abandoned : outcome::timed_out;
+    if (!id) return ctx_.failed ? outcome::abandoned : outcome::timed_out;
     const outcome o = work();
     if (!book_release(key, *id, t)) ++t.release_failures;
     return o;
   }
 
   // The book's acquire_lock: SETNX a random 128-bit id, polling every millisecond until the
-  // limit (or the end of the run).
+  // limit (or until another worker failed).
   std::optional<std::string> book_acquire(const std::string& key, clock_type::time_point limit) {
     const std::string id = random_id();
-    const auto until = std::min(limit, ctx_.end);
     while (true) {
-      if (redis_.command({"SETNX", key, id}).integer() == 1) return id;
-      if (clock_type::now() >= until || ctx_.failed.load(std::memory_order_relaxed)) {
+      if (redis_->command({"SETNX", key, id}).integer() == 1) return id;
+      if (clock_type::now() >= limit || ctx_.failed.load(std::memory_order_relaxed)) {
         return std::nullopt;
       }
       std::this_thread::sleep_for(lock_poll);
@@ -474,20 +493,22 @@ class trader {
   // call, so for purchases it counts as a retry (it never happens: only the holder writes).
   bool book_release(const std::string& key, const std::string& id, tally& t) {
     while (true) {
-      redis_.command({"WATCH", key});
-      const auto current = redis_.command({"GET", key});
+      redis_->command({"WATCH", key});
+      const auto current = redis_->command({"GET", key});
       if (!current.is_string() || current.str() != id) {
-        redis_.command({"UNWATCH"});
+        redis_->command({"UNWATCH"});
         return false;
       }
-      const auto r = pipeline(redis_, {{"MULTI"}, {"DEL", key}, {"EXEC"}});
+      const auto r = pipeline(*redis_, {{"MULTI"}, {"DEL", key}, {"EXEC"}});
       if (!r.back().is_nil()) return true;
       ++t.retries;
     }
   }
 
+  // The wait is bounded by the book's limit only, not by the end of the run: several waiters
+  // of one client whose deadlines pass together crash lock_core::finish (it wakes the next
+  // waiter through a reference into the queue that waking erases; see the report).
   dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit) {
-    const auto until = std::min(limit, ctx_.end);
     dlock::lease_options lo;
     if (ctx_.dl.fixed_lease) lo.lease_time = std::chrono::milliseconds(ctx_.dl.lease_ms);
     auto take = [&](auto lock) {
@@ -496,7 +517,7 @@ class trader {
         // joining the waiter queue (whose first member subscribes to the unlock channel).
         if (auto l = lock.try_acquire(lo)) return l;
       }
-      return lock.try_acquire_until(until, lo);  // event-driven: waits for the unlock message
+      return lock.try_acquire_until(limit, lo);  // event-driven: waits for the unlock message
     };
     return ctx_.dl.simple ? take(locks_->simple(name)) : take(locks_->reentrant(name));
   }
@@ -516,8 +537,9 @@ class trader {
   std::string user_;
   std::string hash_;
   std::string inventory_;
-  redis_client redis_;
   std::optional<dlock::client> locks_;
+  std::unique_ptr<redis_client> own_redis_;
+  redis_client* redis_ = nullptr;  // the connection for the work: our own, or our lock client's
   std::mt19937_64 rng_;
 };
 
@@ -631,6 +653,7 @@ struct run_result {
   tally sum;
   client_stats lock_stats;  // dlock variants with a shared client
   double client_cpu = 0, server_cpu = 0, server_commands = 0;
+  double client_writes = 0, client_commands = 0;  // not counting the pub/sub connections
 };
 
 run_result run_once(const std::string& url, redis_client& admin, const variant_info& v,
@@ -696,6 +719,18 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
                    info_number(admin, "cpu", "used_cpu_sys") - server_cpu0;
   out.server_commands = info_number(admin, "stats", "total_commands_processed") - commands0;
   if (ctx.shared_locks) out.lock_stats = ctx.shared_locks->stats();
+  for (const auto* group : {&listers, &buyers}) {
+    for (const auto& t : *group) {
+      const auto [w, c] = t->writes_and_commands();
+      out.client_writes += static_cast<double>(w);
+      out.client_commands += static_cast<double>(c);
+    }
+  }
+  if (ctx.shared_locks) {
+    const auto c = ctx.shared_locks->redis().counters();
+    out.client_writes += static_cast<double>(c.writes);
+    out.client_commands += static_cast<double>(c.commands_sent);
+  }
 
   auto& s = out.sum;
   for (std::size_t i = 0; i < tallies.size(); ++i) {
@@ -851,6 +886,9 @@ report run(const options& o) {
           {"empty_market_backoffs", res.sum.empty_market},
           {"lock_release_failures", res.sum.release_failures},
           {"server_commands_per_op", std::round(res.server_commands / ops * 100) / 100},
+          {"client_commands_per_op", std::round(res.client_commands / ops * 100) / 100},
+          {"client_writes_per_op", std::round(res.client_writes / ops * 100) / 100},
+          {"cpu_us_per_op", std::round((res.client_cpu + res.server_cpu) / ops * 1e6)},
           {"server_cpu_s", std::round(res.server_cpu * 100) / 100},
           {"client_cpu_s", std::round(res.client_cpu * 100) / 100},
       };
@@ -906,8 +944,9 @@ report run(const options& o) {
         {"purchase_ms", 10000},
         {"lock_acquire_ms", 10000},
         {"book_lock_poll_ms", 1},
-        {"run_end", "calls still retrying or waiting for a lock at the end of the run are "
-                    "abandoned and counted nowhere"}}},
+        {"run_end", "no call starts after the end of the run; WATCH calls still retrying "
+                    "then are abandoned and counted nowhere; calls waiting for a lock finish "
+                    "and count; seconds is measured to the last worker's stop"}}},
       {"work_under_lock",
        "as the book's purchase_item_with_lock, identical in all four lock variants: no WATCH; "
        "MULTI ZSCORE HGET EXEC, check price and funds, then MULTI HINCRBY seller, HINCRBY "

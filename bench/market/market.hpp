@@ -31,6 +31,9 @@ struct dlock_settings {
   /// One dlock::client shared by every worker (its locks pipelined on one connection, waiters of
   /// one name queued locally), instead of one client per worker (like separate processes).
   bool shared_client = true;
+  /// With a client per worker: run the work on that client's connection too (one connection
+  /// per worker, as in the book variants) instead of on a second one.
+  bool work_on_lock_connection = false;
   /// The simple lock (SET NX PX layout) instead of the reentrant one (Redisson hash layout).
   bool simple = true;
   /// A fixed lease of `lease_ms` instead of a watchdog lease.

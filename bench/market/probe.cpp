@@ -2,7 +2,7 @@
 // dlock's settings so their effect can be measured. `dlock market` is the real front end.
 //
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
-//                      [--json] [--per-worker-client] [--reentrant] [--watchdog]
+//                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
 //                      [--no-try-first]
 #include <cstdlib>
 #include <exception>
@@ -27,7 +27,7 @@ std::vector<std::string> split(const std::string& text, char sep) {
 int usage(const char* self) {
   std::cerr << "usage: " << self
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
-               "       [--per-worker-client] [--reentrant] [--watchdog] [--no-try-first]\n";
+               "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] [--no-try-first]\n";
   return 2;
 }
 
@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
         json = true;
       } else if (a == "--per-worker-client") {
         o.dlock.shared_client = false;
+      } else if (a == "--one-connection") {
+        o.dlock.shared_client = false;
+        o.dlock.work_on_lock_connection = true;
       } else if (a == "--reentrant") {
         o.dlock.simple = false;
       } else if (a == "--watchdog") {

@@ -512,6 +512,10 @@ function emitHandoff(ctx, variant, run, events, rtt) {
     p50_from_release_call_us: percentile(fromCall, 50),
   });
   ctx.result('handoff', name, 'release->next p50 (us)', p50, { ...common });
+  ctx.result('handoff', name, 'release call->next p50 (us)', percentile(fromCall, 50), {
+    ...common,
+    note: "from release() being called to a different worker's acquire() returning",
+  });
   ctx.result('handoff', name, 'release->next p99 (us)', p99, { ...common, p99_round_trips: rtt > 0 ? p99 / rtt : 0 });
 }
 

@@ -398,6 +398,9 @@ def emit_handoff(ctx, variant, shared, run, events, rtt):
                     negative_latencies=negative,
                     p50_from_release_call_us=percentile(from_call, 50)))
     ctx.result("handoff", name, "release->next p50 (us)", p50, dict(common))
+    ctx.result("handoff", name, "release call->next p50 (us)", percentile(from_call, 50),
+               dict(common, note="from release() being called to a different worker's "
+                                 "acquire() returning"))
     ctx.result("handoff", name, "release->next p99 (us)", p99,
                dict(common, p99_round_trips=p99 / rtt if rtt > 0 else 0))
 

@@ -2,6 +2,11 @@
 
 #include <openssl/rand.h>
 
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "dlock/error.hpp"
@@ -9,11 +14,45 @@
 namespace dlock::detail {
 namespace {
 
-std::vector<unsigned char> random_bytes(std::size_t n) {
-  std::vector<unsigned char> out(n);
-  if (RAND_bytes(out.data(), static_cast<int>(n)) != 1) {
+// Tokens are wanted at lock-acquisition rates, and each RAND_bytes call costs a lock and a
+// system call or two. So each thread draws 4 KiB at a time from the CSPRNG and hands them out
+// in order (CSPRNG output is as good in a buffer as fresh). A forked child must not hand out the
+// bytes its parent will: a fork bumps a generation number and stale buffers are refilled.
+std::atomic<unsigned> fork_generation{0};
+std::once_flag fork_handler_installed;
+
+struct byte_pool {
+  unsigned char bytes[4096];
+  std::size_t used = sizeof bytes;
+  unsigned generation = 0;
+};
+thread_local byte_pool pool;
+
+void fill(unsigned char* out, std::size_t n) {
+  if (RAND_bytes(out, static_cast<int>(n)) != 1) {
     throw error(errc::invalid_argument, "the system CSPRNG failed to produce random bytes");
   }
+}
+
+std::vector<unsigned char> random_bytes(std::size_t n) {
+  std::call_once(fork_handler_installed, [] {
+    ::pthread_atfork(nullptr, nullptr,
+                     [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+  });
+  std::vector<unsigned char> out(n);
+  if (n > sizeof pool.bytes / 4) {
+    fill(out.data(), n);
+    return out;
+  }
+  const unsigned generation = fork_generation.load(std::memory_order_relaxed);
+  if (pool.generation != generation || pool.used + n > sizeof pool.bytes) {
+    fill(pool.bytes, sizeof pool.bytes);
+    pool.used = 0;
+    pool.generation = generation;
+  }
+  std::memcpy(out.data(), pool.bytes + pool.used, n);
+  std::memset(pool.bytes + pool.used, 0, n);  // handed out once, never again
+  pool.used += n;
   return out;
 }
 

@@ -81,7 +81,7 @@ struct lock_core::op {
 // releases (see after_release).
 struct lock_core::waiter_queue {
   std::deque<std::shared_ptr<op>> ops;  // FIFO; the front is the only one that attempts
-  std::uint64_t subscription = 0;
+  std::uint64_t subscription = 0;       // 0 until a waiter has found the lock held
   bool confirmed = false;
   int releases_in_flight = 0;
   int held_messages = 0;
@@ -94,6 +94,9 @@ struct lock_core::runtime {
   asio::steady_timer expiry_timer;
   bool renew_scheduled = false;
   std::unordered_map<std::string, waiter_queue> queues;
+  // Channels on which we just released to waiting clients: until their next unlock message (or
+  // max_recheck), our own new acquisitions wait their turn instead of racing the waiters.
+  std::unordered_map<std::string, steady::time_point> yields;
 };
 
 // ---- construction ----
@@ -229,11 +232,25 @@ void lock_core::start(const std::shared_ptr<op>& o) {
     return;
   }
   auto& q = join_queue(o);
-  if (q.ops.size() == 1) {
-    run_step(o, o->machine.start(now));
-  } else {
+  if (q.ops.size() > 1) {
     arm_op_timer(o, o->req.limits.deadline);  // until it is our turn, only the deadline matters
+  } else if (const auto until = yielding(o->req.names->channel, now)) {
+    subscribe(q, o->req.names->channel);  // hear when the waiter we yielded to releases
+    arm_op_timer(o, std::min(*until, o->req.limits.deadline));
+  } else {
+    run_step(o, o->machine.start(now));
   }
+}
+
+std::optional<steady::time_point> lock_core::yielding(const std::string& channel,
+                                                      steady::time_point now) {
+  auto it = rt_->yields.find(channel);
+  if (it == rt_->yields.end()) return std::nullopt;
+  if (it->second <= now) {
+    rt_->yields.erase(it);
+    return std::nullopt;
+  }
+  return it->second;
 }
 
 void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
@@ -277,6 +294,13 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
     counters.grants.fetch_add(1, std::memory_order_relaxed);
     finish(o, {}, grant_hold(*o, status == 2, static_cast<std::uint64_t>(value), sent_at));
     return;
+  }
+  if (o->queued) {
+    // Held by someone else: now it is worth listening for the release. (An uncontended
+    // acquisition never subscribes.) The confirmation triggers one more attempt, covering a
+    // release that happened before the subscription was live.
+    auto it = rt_->queues.find(o->req.names->channel);
+    if (it != rt_->queues.end()) subscribe(it->second, it->first);
   }
   auto step = o->machine.on_busy(value, now);
   // An unlock message arrived while we were asking: the answer may already be stale.
@@ -389,23 +413,24 @@ bool lock_core::is_head(const op& o) const {
 // ---- waiter queues ----
 
 lock_core::waiter_queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
-  const std::string& channel = o->req.names->channel;
-  auto [it, fresh] = rt_->queues.try_emplace(channel);
-  auto& q = it->second;
+  auto& q = rt_->queues[o->req.names->channel];
   q.ops.push_back(o);
   o->queued = true;
-  if (fresh) {
-    std::weak_ptr<lock_core> weak = weak_from_this();
-    q.subscription = impl_.subscriber().add(
-        net::subscriber::kind::channel, channel,
-        [weak, channel](std::string_view, std::string_view) {
-          if (auto self = weak.lock()) self->on_unlock_message(channel);
-        },
-        [weak, channel] {
-          if (auto self = weak.lock()) self->on_subscribed(channel);
-        });
-  }
+  queued_ops_.fetch_add(1, std::memory_order_relaxed);
   return q;
+}
+
+void lock_core::subscribe(waiter_queue& q, const std::string& channel) {
+  if (q.subscription != 0) return;
+  std::weak_ptr<lock_core> weak = weak_from_this();
+  q.subscription = impl_.subscriber().add(
+      net::subscriber::kind::channel, channel,
+      [weak, channel](std::string_view, std::string_view) {
+        if (auto self = weak.lock()) self->on_unlock_message(channel);
+      },
+      [weak, channel] {
+        if (auto self = weak.lock()) self->on_subscribed(channel);
+      });
 }
 
 void lock_core::leave_queue(const op& o) {
@@ -414,8 +439,9 @@ void lock_core::leave_queue(const op& o) {
   auto& ops = it->second.ops;
   std::erase_if(ops, [&](const auto& p) { return p.get() == &o; });
   const_cast<op&>(o).queued = false;
+  queued_ops_.fetch_sub(1, std::memory_order_relaxed);
   if (ops.empty()) {
-    impl_.subscriber().remove(it->second.subscription);
+    if (it->second.subscription != 0) impl_.subscriber().remove(it->second.subscription);
     rt_->queues.erase(it);
   }
 }
@@ -440,6 +466,7 @@ void lock_core::on_unlock_message(const std::string& channel) {
     --q.own_messages_to_skip;  // the echo of our own release, already acted upon
     return;
   }
+  rt_->yields.erase(channel);  // someone else released: our turn to compete again
   wake_head(channel);
 }
 
@@ -447,39 +474,44 @@ void lock_core::on_subscribed(const std::string& channel) {
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   it->second.confirmed = true;
+  // While we yield, the waiter we yielded to holds or is taking the lock; its release will be
+  // heard now that we listen.
+  if (yielding(channel, steady::now())) return;
   // Messages sent before the subscription was live (or while it was down) are lost: check now.
   wake_head(channel);
 }
 
-void lock_core::before_release(const std::string& channel, bool& counted_subscriber) {
-  counted_subscriber = false;
+lock_core::release_note lock_core::before_release(const std::string& channel) {
   auto it = rt_->queues.find(channel);
-  if (it == rt_->queues.end() || it->second.ops.empty()) return;
+  if (it == rt_->queues.end() || it->second.ops.empty()) return {};
   ++it->second.releases_in_flight;
-  counted_subscriber = it->second.confirmed;
+  return {true, it->second.confirmed};
 }
 
-// Our own release of a lock that local waiters want. Its unlock message reaches every
-// subscribed client, us included, and the reply says how many received it. If another client
-// is waiting, we yield: it was just told the lock is free, and racing it would only cost a
-// failed attempt on one side (and starve remote waiters, who hear of the release later than
-// we do). If no one else is, our head need not wait for the message's echo: it tries at once.
-// Either way our own echo is skipped, so it does not trigger a second, useless attempt.
-void lock_core::after_release(const std::string& channel, bool counted_subscriber, const reply& r) {
+// Our own release. Its unlock message reaches every subscribed client, us included, and the
+// reply says how many received it. If another client is waiting, we yield: it was just told the
+// lock is free, and racing it would only cost a failed attempt on one side (and starve remote
+// waiters, who hear of the release later than we do). Our head and our next acquisitions wait
+// for that client's release, or max_recheck at most. If no one else is waiting, our head need
+// not wait for the message's echo: it tries at once. Either way our own echo is skipped, so it
+// does not trigger a second, useless attempt.
+void lock_core::after_release(const std::string& channel, release_note note, const reply& r) {
+  const bool released = r.is_integer() && r.integer() >= 1;
+  const int own = note.counted_subscriber ? 1 : 0;
+  const int others = released ? std::max(0, static_cast<int>(r.integer() - 1) - own) : 0;
+  const auto now = steady::now();
+  if (others > 0) rt_->yields[channel] = now + options_.max_recheck;
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   auto& q = it->second;
   int held = 0;
-  if (q.releases_in_flight > 0 && --q.releases_in_flight == 0)
+  if (note.tracked && q.releases_in_flight > 0 && --q.releases_in_flight == 0) {
     held = std::exchange(q.held_messages, 0);
-  const bool released = r.is_integer() && r.integer() >= 1;
+  }
   if (!released) {
-    if (held > 0) wake_head(channel);
+    if (held > 0) wake_head(channel);  // those were other clients' releases
     return;
   }
-  const int own = counted_subscriber ? 1 : 0;
-  const auto receivers = static_cast<int>(r.integer() - 1);
-  const int others = std::max(0, receivers - own);
   if (held >= own) {
     held -= own;
   } else {
@@ -488,9 +520,8 @@ void lock_core::after_release(const std::string& channel, bool counted_subscribe
   if (q.ops.empty()) return;
   auto head = q.ops.front();
   if (others > 0) {
-    if (!head->attempting) {
-      run_step(head, head->machine.on_busy(options_.max_recheck.count(), steady::now()));
-    }
+    if (!head->attempting)
+      arm_op_timer(head, std::min(now + options_.max_recheck, head->req.limits.deadline));
   } else {
     wake(head);
   }
@@ -611,14 +642,17 @@ bool lock_core::release(lease_state& hold) noexcept {
 
     auto result = std::make_shared<std::promise<bool>>();
     auto future = result->get_future();
-    auto send = [self = shared_from_this(), g, result] {
-      bool counted = false;
-      self->before_release(g->names->channel, counted);
+    // With no local waiters there is nothing to note before the reply: submit from here, without
+    // a hop to the I/O thread. Otherwise the I/O thread notes the release first, so the echo of
+    // our own unlock message is recognised.
+    const bool note_first = queued_ops_.load(std::memory_order_relaxed) > 0;
+    auto send = [self = shared_from_this(), g, result, note_first] {
+      const auto note = note_first ? self->before_release(g->names->channel) : release_note{};
       const auto& n = *g->names;
       const std::string_view keys[] = {n.name, n.channel};
       const std::string lease_ms = ms_text(g->lease_time);
-      auto on_reply = [self, g, result, counted](std::error_code ec, reply r) {
-        self->after_release(g->names->channel, counted, ec ? reply() : r);
+      auto on_reply = [self, g, result, note](std::error_code ec, reply r) {
+        self->after_release(g->names->channel, note, ec ? reply() : r);
         // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
         const bool ok = !ec && r.is_integer();
         if (!ok) self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
@@ -639,7 +673,11 @@ bool lock_core::release(lease_state& hold) noexcept {
       send();  // cannot wait for the reply on the thread that delivers it
       return true;
     }
-    io().post(std::move(send));
+    if (note_first) {
+      io().post(std::move(send));
+    } else {
+      send();
+    }
     return future.get();
   } catch (...) {
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);

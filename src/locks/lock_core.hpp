@@ -162,8 +162,14 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void on_unlock_message(const std::string& channel);
   void on_subscribed(const std::string& channel);
   void wake_head(const std::string& channel);
-  void before_release(const std::string& channel, bool& counted_subscriber);
-  void after_release(const std::string& channel, bool counted_subscriber, const reply& r);
+  struct release_note {
+    bool tracked = false;             // local waiters existed: messages are held meanwhile
+    bool counted_subscriber = false;  // our subscription was live, so the publish counts us
+  };
+  release_note before_release(const std::string& channel);
+  void after_release(const std::string& channel, release_note note, const reply& r);
+  void subscribe(waiter_queue& q, const std::string& channel);
+  std::optional<steady::time_point> yielding(const std::string& channel, steady::time_point now);
 
   // Grants, renewal and expiry.
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
@@ -189,6 +195,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::uint64_t next_hold_id_ = 1;
   steady::time_point expiry_armed_at_ = steady::time_point::max();
 
+  std::atomic<std::size_t> queued_ops_{0};  // acquisitions waiting in the queues, any channel
   std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there
 };
 

@@ -359,7 +359,12 @@ void connection::start_write() {
                               connection_failed(errc::connection_lost);
                               return;
                             }
-                            start_write();
+                            // Not at once: let the handlers already queued (replies, whose
+                            // callers are about to submit more) run first, so the next write
+                            // carries everything they add. Pipelining without a timer.
+                            io_.post([this, e] {
+                              if (e == epoch_) start_write();
+                            });
                           });
 }
 

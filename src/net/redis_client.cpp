@@ -1,5 +1,4 @@
-#include <condition_variable>
-#include <mutex>
+#include <atomic>
 
 #include "dlock/error.hpp"
 #include "net/redis_client_impl.hpp"
@@ -12,30 +11,28 @@ namespace {
   throw error(ec, std::string(command) + ": " + ec.message());
 }
 
-// A caller thread parked on one command. The I/O thread signals under the mutex, so the waiter
-// cannot return (and destroy this object) while the signalling thread still touches it.
+// A caller thread parked on one command. The I/O thread publishes the result with a release
+// store and wakes the caller through the futex behind std::atomic::wait: one system call, no
+// mutex to fight over. Notifying touches only the kernel's and libstdc++'s wait tables, never
+// this object, so the caller may return and destroy it as soon as it sees the flag.
 class sync_call {
  public:
   reply_callback callback() {
     return [this](std::error_code ec, reply r) {
-      std::lock_guard lock(mutex_);
       ec_ = ec;
       reply_ = std::move(r);
-      done_ = true;
-      cv_.notify_one();
+      done_.store(1, std::memory_order_release);
+      done_.notify_one();
     };
   }
   reply wait(std::string_view command) {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return done_; });
+    done_.wait(0, std::memory_order_acquire);
     if (ec_) throw_failure(ec_, reply_, command);
     return std::move(reply_);
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  std::atomic<int> done_{0};
   std::error_code ec_;
   reply reply_;
 };

@@ -260,20 +260,18 @@ TEST_F(Locks, DeadlineHoldsWhenTheServerStopsAnswering) {
 
 TEST_F(Locks, FixedLeaseExpiresAndIsReportedLost) {
   auto c = make_client();
-  signal lost;
   std::atomic<int> reason{-1};
-  auto l =
-      c.simple(key("s")).try_acquire({.lease_time = 200ms, .on_lost = [&](lease_lost_reason r) {
-                                        reason = static_cast<int>(r);
-                                        lost.set();
-                                      }});
+  auto l = c.simple(key("s")).try_acquire(
+      {.lease_time = 200ms, .on_lost = [&](lease_lost_reason r) { reason = static_cast<int>(r); }});
   ASSERT_TRUE(l);
   EXPECT_FALSE(l.watchdog());
   auto token = l.stop_token();
   EXPECT_FALSE(token.stop_requested());
-  ASSERT_TRUE(lost.wait());
+  signal stopped;
+  std::stop_callback on_stop(token, [&] { stopped.set(); });
+  ASSERT_TRUE(stopped.wait());
+  // The callback runs before the stop token is signalled.
   EXPECT_EQ(reason.load(), static_cast<int>(lease_lost_reason::expired));
-  EXPECT_TRUE(token.stop_requested());
   EXPECT_FALSE(l.valid());
   EXPECT_EQ(l.lost_reason(), lease_lost_reason::expired);
   EXPECT_FALSE(l.release()) << "nothing left to release";
@@ -312,7 +310,9 @@ TEST_F(Locks, ForceUnlockIsNoticedByTheWatchdogAndWakesWaiters) {
   EXPECT_EQ(admin.reentrant(key("r")).force_unlock().type, lock_type::none);
   ASSERT_TRUE(lost.wait());
   EXPECT_FALSE(l.valid());
-  EXPECT_TRUE(l.stop_token().stop_requested());
+  signal stopped;  // the stop token follows the callback
+  std::stop_callback on_stop(l.stop_token(), [&] { stopped.set(); });
+  EXPECT_TRUE(stopped.wait());
 }
 
 TEST_F(Locks, WatchdogKeepsALeaseAliveBeyondItsTime) {
@@ -352,7 +352,9 @@ TEST_F(Locks, WatchdogLosesTheLeaseWhenTheServerIsGoneTooLong) {
   server().resume();
   EXPECT_TRUE(noticed);
   EXPECT_FALSE(l.valid());
-  EXPECT_TRUE(l.stop_token().stop_requested());
+  signal stopped;  // the stop token follows the callback
+  std::stop_callback on_stop(l.stop_token(), [&] { stopped.set(); });
+  EXPECT_TRUE(stopped.wait());
 }
 
 TEST_F(Locks, FencedWritesRejectAStaleHolder) {
