@@ -1,7 +1,9 @@
 #include "net/connection.hpp"
 
+#include <sys/socket.h>
 #include <algorithm>
 #include <asio/error.hpp>
+#include <cerrno>
 #include <charconv>
 
 #include "dlock/error.hpp"
@@ -36,12 +38,14 @@ void connection::note_deadline_locked(clock::time_point deadline, bool& rearm) {
   }
 }
 
-// Appends one command to the outbox, or fails it at once if the connection is closed. Wakes
-// the I/O thread only when no write is pending yet (the write in flight picks up everything
-// queued meanwhile) or when this deadline is the earliest outstanding.
+// Appends one command to the outbox, or fails it at once if the connection is closed. If no one
+// is writing, this thread becomes the writer: it sends directly when the connection is idle and
+// it can, else hands the job to the I/O thread. If a writer is active, it picks these bytes up
+// in its next round.
 template <class Encode>
 void connection::enqueue(pending&& p, Encode&& encode) {
-  bool kick = false;
+  bool become_writer = false;
+  bool idle = false;
   bool rearm = false;
   {
     std::unique_lock lock(mutex_);
@@ -54,14 +58,101 @@ void connection::enqueue(pending&& p, Encode&& encode) {
     encode(outbox_);
     note_deadline_locked(p.deadline, rearm);
     outbox_pending_.push_back(std::move(p));
-    kick = !std::exchange(kick_posted_, true);
+    become_writer = !std::exchange(writer_active_, true);
+    idle = inflight_.empty();
   }
-  if (kick || rearm) {
-    io_.post([this, kick, rearm] {
-      if (rearm) arm_deadline_timer();
-      if (kick) start_write();
-    });
+  if (rearm) io_.post([this] { arm_deadline_timer(); });
+  // Sending from here saves a wake-up of the I/O thread, which matters when the connection is
+  // idle (one caller: latency). When replies are outstanding the I/O thread is awake anyway, and
+  // letting it write gathers everything the woken callers submit into one write (throughput).
+  if (become_writer && (!idle || io_.in_io_thread() || !write_directly())) {
+    io_.post([this] { start_write(); });
   }
+}
+
+std::size_t connection::move_outbox_to_inflight_locked() {
+  const std::size_t count = outbox_pending_.size();
+  if (inflight_.empty()) {
+    inflight_.swap(outbox_pending_);
+  } else {
+    for (auto& p : outbox_pending_)
+      inflight_.push_back(std::move(p));
+    outbox_pending_.clear();
+  }
+  return count;
+}
+
+// The submitting thread, now the writer, sends the outbox itself with non-blocking send(2):
+// a few rounds at most, so it soon goes back to wait for its own reply. Returns false if the
+// I/O thread must take over (no plain socket, or rounds used up with more queued).
+bool connection::write_directly() {
+  std::lock_guard socket(socket_mutex_);
+  if (direct_fd_ < 0) return false;
+  for (int round = 0; round < 4; ++round) {
+    std::size_t count = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (outbox_.empty()) {
+        writer_active_ = false;
+        return true;
+      }
+      std::swap(outbox_, direct_buffer_);
+      count = move_outbox_to_inflight_locked();
+    }
+    counters_.writes.fetch_add(1, std::memory_order_relaxed);
+    counters_.commands_sent.fetch_add(count, std::memory_order_relaxed);
+    std::size_t sent = 0;
+    while (sent < direct_buffer_.size()) {
+      const auto n = ::send(direct_fd_, direct_buffer_.data() + sent, direct_buffer_.size() - sent,
+                            MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      const auto epoch = direct_epoch_;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        // The socket buffer is full: the I/O thread sends the rest when it drains, and stays
+        // the writer.
+        std::string rest = direct_buffer_.substr(sent);
+        direct_buffer_.clear();
+        io_.post([this, rest = std::move(rest), epoch]() mutable {
+          write_rest(std::move(rest), epoch);
+        });
+        return true;
+      }
+      // Broken: the I/O thread fails what is in flight and reconnects.
+      direct_buffer_.clear();
+      io_.post([this, epoch] {
+        if (epoch == epoch_) connection_failed(errc::connection_lost);
+      });
+      return true;
+    }
+    direct_buffer_.clear();
+  }
+  return false;
+}
+
+void connection::write_rest(std::string rest, std::uint64_t epoch) {
+  if (epoch != epoch_ || state_ != state::ready) return;  // that connection is gone
+  write_buffer_ = std::move(rest);
+  writing_ = true;
+  transport_->async_write(asio::buffer(write_buffer_),
+                          [this, e = epoch_](std::error_code ec, std::size_t) {
+                            if (e != epoch_) return;
+                            writing_ = false;
+                            write_buffer_.clear();
+                            if (ec) {
+                              connection_failed(errc::connection_lost);
+                              return;
+                            }
+                            start_write();
+                          });
+}
+
+void connection::forget_socket() {
+  std::lock_guard socket(socket_mutex_);
+  direct_fd_ = -1;
 }
 
 void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
@@ -99,7 +190,7 @@ void connection::send_raw(std::string_view bytes) {
     std::lock_guard lock(mutex_);
     if (closed_) return;
     outbox_ += bytes;
-    kick_posted_ = true;
+    writer_active_ = true;
   }
   start_write();
 }
@@ -222,16 +313,26 @@ void connection::became_ready() {
   if (ready_handler_) ready_handler_();
   if (first_attempt_) std::exchange(first_attempt_, nullptr)({}, {});
   if (state_ != state::ready) return;
+  // Commands queued during the reconnect go out first, from here (unless a writer is already
+  // active: its posted start_write will). Only then may submitting threads write directly, so
+  // two writers never interleave their bytes.
+  bool take_over = false;
   {
     std::lock_guard lock(mutex_);
-    kick_posted_ = true;
+    take_over = !std::exchange(writer_active_, true);
   }
-  start_write();
+  if (take_over) start_write();
+  if (mode_ == mode::commands) {
+    std::lock_guard socket(socket_mutex_);
+    direct_fd_ = transport_->native_handle();
+    direct_epoch_ = epoch_;
+  }
 }
 
 void connection::attempt_failed(std::error_code ec, const std::string& detail) {
   ++epoch_;
   connect_timer_.cancel();
+  forget_socket();
   if (transport_) transport_->close();
   writing_ = false;
   write_buffer_.clear();
@@ -254,6 +355,7 @@ void connection::connection_failed(std::error_code ec) {
   if (state_ != state::ready) return;
   ++epoch_;
   up_ = false;
+  forget_socket();
   transport_->close();
   state_ = state::backoff;
   writing_ = false;
@@ -264,10 +366,10 @@ void connection::connection_failed(std::error_code ec) {
   // still run later. (Subscriptions are re-sent in full by the ready handler.) Commands issued
   // from now on wait for the reconnect, up to their own deadlines.
   std::deque<pending> failed;
-  failed.swap(inflight_);
   {
     std::lock_guard lock(mutex_);
-    kick_posted_ = false;
+    failed.swap(inflight_);
+    writer_active_ = false;
     outbox_.clear();
     for (auto& p : outbox_pending_)
       failed.push_back(std::move(p));
@@ -304,11 +406,12 @@ void connection::close(std::error_code reason) {
   connect_timer_.cancel();
   retry_timer_.cancel();
   deadline_timer_.cancel();
+  forget_socket();
   if (transport_) transport_->close();
   std::deque<pending> failed;
-  failed.swap(inflight_);
   {
     std::lock_guard lock(mutex_);
+    failed.swap(inflight_);
     closed_ = true;
     close_reason_ = reason;
     outbox_.clear();
@@ -329,23 +432,16 @@ void connection::start_write() {
   {
     std::lock_guard lock(mutex_);
     if (state_ != state::ready) {
-      kick_posted_ = false;
+      writer_active_ = false;
       return;
     }
     if (writing_) return;  // the write in flight calls us again when it completes
     if (outbox_.empty()) {
-      kick_posted_ = false;
+      writer_active_ = false;
       return;
     }
     std::swap(outbox_, write_buffer_);
-    count = outbox_pending_.size();
-    if (inflight_.empty()) {
-      inflight_.swap(outbox_pending_);
-    } else {
-      for (auto& p : outbox_pending_)
-        inflight_.push_back(std::move(p));
-      outbox_pending_.clear();
-    }
+    count = move_outbox_to_inflight_locked();
   }
   writing_ = true;
   counters_.writes.fetch_add(1, std::memory_order_relaxed);
@@ -378,20 +474,33 @@ void connection::start_read() {
                                   return;
                                 }
                                 parser_.commit(n);
-                                reply r;
-                                for (;;) {
-                                  const auto status = parser_.next(r);
-                                  if (status == wire::resp_parser::status::need_more) break;
-                                  if (status == wire::resp_parser::status::error) {
-                                    connection_failed(errc::protocol_error);
-                                    return;
-                                  }
-                                  dispatch(std::move(r));
-                                  if (e != epoch_)
-                                    return;  // the reply's handler failed or closed the connection
-                                }
-                                start_read();
+                                on_bytes_read();
+                                if (e == epoch_) start_read();
                               });
+}
+
+// Replies wake their callers, who promptly submit again. While this thread hands out a batch of
+// replies it holds the writer's role (if free), so those submissions gather in the outbox and
+// leave in one write at the end instead of one send each.
+void connection::on_bytes_read() {
+  const auto e = epoch_;
+  bool holding = false;
+  if (mode_ == mode::commands && state_ == state::ready) {
+    std::lock_guard lock(mutex_);
+    holding = !std::exchange(writer_active_, true);
+  }
+  reply r;
+  for (;;) {
+    const auto status = parser_.next(r);
+    if (status == wire::resp_parser::status::need_more) break;
+    if (status == wire::resp_parser::status::error) {
+      connection_failed(errc::protocol_error);
+      return;
+    }
+    dispatch(std::move(r));
+    if (e != epoch_) return;  // the reply's handler failed or closed the connection
+  }
+  if (holding) start_write();
 }
 
 void connection::dispatch(reply&& r) {
@@ -404,12 +513,17 @@ void connection::dispatch(reply&& r) {
     return;
   }
   counters_.replies.fetch_add(1, std::memory_order_relaxed);
-  if (inflight_.empty()) {
-    connection_failed(errc::protocol_error);  // a reply nobody asked for: the stream is corrupt
-    return;
+  pending p;
+  {
+    std::unique_lock lock(mutex_);
+    if (inflight_.empty()) {
+      lock.unlock();
+      connection_failed(errc::protocol_error);  // a reply nobody asked for: the stream is corrupt
+      return;
+    }
+    p = std::move(inflight_.front());
+    inflight_.pop_front();
   }
-  pending p = std::move(inflight_.front());
-  inflight_.pop_front();
   if (p.finished) return;
   if (r.is_error()) {
     if (p.eval_script && r.str().starts_with("NOSCRIPT")) {
@@ -459,12 +573,8 @@ void connection::on_deadline_timer() {
   {
     std::lock_guard lock(mutex_);
     sweep(outbox_pending_);
-    timer_at_ = clock::time_point::max();
-  }
-  sweep(inflight_);
-  {
-    std::lock_guard lock(mutex_);
-    timer_at_ = std::min(timer_at_, next);
+    sweep(inflight_);
+    timer_at_ = next;
   }
   arm_deadline_timer();
   counters_.timeouts.fetch_add(expired.size(), std::memory_order_relaxed);

@@ -1,10 +1,13 @@
 // One multiplexed, automatically pipelined connection to one server.
 //
-// Any thread may submit commands. Their bytes are appended to an outbox under a short lock; the
-// I/O thread writes the whole outbox in one write, and everything submitted while that write is
-// in flight leaves together in the next one. Replies come back in order and are matched to the
-// callers' completions in the same order. Nothing waits on a timer per command: one deadline
-// timer is armed for the earliest deadline outstanding.
+// Any thread may submit commands. Their bytes are appended to an outbox under a short lock.
+// One party at a time is the writer and sends the whole outbox in one write; everything
+// submitted meanwhile leaves together in its next one. On an idle TCP or unix connection the
+// submitting thread that finds no writer becomes it and sends with a non-blocking send(2)
+// itself, sparing a wake-up of the I/O thread; otherwise (replies outstanding, TLS, a full
+// socket buffer) the I/O thread writes. Only the I/O thread reads: replies come back in
+// order and are matched to the callers' completions in the same order. Nothing waits on a timer
+// per command: one deadline timer is armed for the earliest deadline outstanding.
 //
 // When the connection drops, every command outstanding at that moment fails at once with
 // errc::connection_lost (those already on the wire may or may not have run). Commands submitted
@@ -119,8 +122,13 @@ class connection {
   void on_handshake_reply(reply&& r);
   void became_ready();
   void connection_failed(std::error_code ec);
+  bool write_directly();
+  void write_rest(std::string rest, std::uint64_t epoch);
+  std::size_t move_outbox_to_inflight_locked();
+  void forget_socket();
   void start_write();
   void start_read();
+  void on_bytes_read();
   void dispatch(reply&& r);
   void resend_as_eval(pending&& p);
   void arm_deadline_timer();
@@ -138,7 +146,15 @@ class connection {
   std::mutex mutex_;
   std::string outbox_;
   std::deque<pending> outbox_pending_;
-  bool kick_posted_ = false;  // a start_write is posted or a write is in flight
+  std::deque<pending> inflight_;  // written, awaiting replies, in order
+  bool writer_active_ = false;    // a thread (or the I/O thread) is sending the outbox
+
+  // The socket a submitting thread may write to directly; the I/O thread clears it (under the
+  // lock) before it closes the transport, so a descriptor is never written after its close.
+  std::mutex socket_mutex_;
+  int direct_fd_ = -1;
+  std::uint64_t direct_epoch_ = 0;
+  std::string direct_buffer_;
   bool closed_ = false;
   std::error_code close_reason_;
   clock::time_point timer_at_ = clock::time_point::max();
@@ -150,7 +166,6 @@ class connection {
   wire::resp_parser parser_;
   std::string write_buffer_;
   bool writing_ = false;
-  std::deque<pending> inflight_;
   std::size_t handshake_replies_left_ = 0;
   std::size_t handshake_replies_seen_ = 0;
   clock::time_point armed_at_ = clock::time_point::max();

@@ -103,6 +103,7 @@ class ip_transport : public stream_transport<Stream> {
 class tcp_transport final : public ip_transport<asio::ip::tcp::socket> {
  public:
   tcp_transport(asio::io_context& io, const connection_options& o) : ip_transport(io, o, io) {}
+  int native_handle() noexcept override { return stream_.native_handle(); }
 
  private:
   asio::ip::tcp::socket& socket() override { return stream_; }
@@ -144,6 +145,7 @@ class tls_transport final : public ip_transport<asio::ssl::stream<asio::ip::tcp:
 class unix_transport final : public stream_transport<asio::local::stream_protocol::socket> {
  public:
   unix_transport(asio::io_context& io, const connection_options& o) : stream_transport(o, io) {}
+  int native_handle() noexcept override { return stream_.native_handle(); }
 
   void async_connect(connect_handler done) override {
     stream_.async_connect(

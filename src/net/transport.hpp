@@ -29,6 +29,9 @@ class transport : public std::enable_shared_from_this<transport> {
   virtual void async_read_some(asio::mutable_buffer buffer, io_handler done) = 0;
   /// Writes the whole buffer.
   virtual void async_write(asio::const_buffer buffer, io_handler done) = 0;
+  /// The socket's descriptor when plain bytes may be written to it directly (TCP and unix
+  /// sockets), or -1 (TLS).
+  virtual int native_handle() noexcept { return -1; }
   /// Handlers keep the transport alive until they have run, so it may be dropped at any time
   /// after `close`.
   /// Cancels outstanding operations (their handlers run with an error) and closes the socket.
