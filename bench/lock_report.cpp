@@ -32,6 +32,33 @@ std::string value_text(const std::variant<double, std::string>& v) {
       v);
 }
 
+// "p1", "p2.5", "p99.99": the key of a percentile in JSON.
+std::string percentile_key(double p) {
+  return format("p%g", p);
+}
+
+// A few percentiles of a distribution, for the table.
+std::string distribution_text(const distribution& d) {
+  const auto& ps = distribution_percentiles();
+  std::string text;
+  for (const double want : {50.0, 90.0, 99.0, 99.9}) {
+    const auto at = std::find(ps.begin(), ps.end(), want);
+    const auto i = static_cast<std::size_t>(at - ps.begin());
+    if (at == ps.end() || i >= d.values.size()) continue;
+    text += format("%s %s, ", percentile_key(want).c_str(), number(d.values[i]).c_str());
+  }
+  return text + format("%zu samples", d.samples);
+}
+
+nlohmann::ordered_json distribution_json(const distribution& d) {
+  nlohmann::ordered_json j{{"samples", d.samples}};
+  const auto& ps = distribution_percentiles();
+  for (std::size_t i = 0; i < d.values.size() && i < ps.size(); ++i) {
+    j[percentile_key(ps[i])] = d.values[i];
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra) {
@@ -55,11 +82,17 @@ std::string format_results_table(const std::vector<scenario_result>& results, bo
       shown.clear();
     }
     std::string block;
-    for (const auto& e : r.extra) {
-      const std::pair<std::string, std::string> kv{e.key, value_text(e.value)};
-      if (std::find(shown.begin(), shown.end(), kv) != shown.end()) continue;
-      shown.push_back(kv);
+    const auto show = [&](std::string key, std::string value) {
+      const std::pair<std::string, std::string> kv{std::move(key), std::move(value)};
+      if (std::find(shown.begin(), shown.end(), kv) != shown.end()) return;
       block += "    " + kv.first + " = " + kv.second + "\n";
+      shown.push_back(kv);
+    };
+    for (const auto& e : r.extra)
+      show(e.key, value_text(e.value));
+    if (r.dlock_latency_us) show("latency_us dlock", distribution_text(*r.dlock_latency_us));
+    if (r.reference_latency_us) {
+      show("latency_us " + r.reference_name, distribution_text(*r.reference_latency_us));
     }
     if (!block.empty()) text += r.name + " [" + r.metric + "]\n" + block;
   }
@@ -76,6 +109,12 @@ void to_json(nlohmann::ordered_json& j, const scenario_result& r) {
                              {"target", r.target}};
   for (const auto& e : r.extra) {
     std::visit([&](const auto& x) { j[e.key] = x; }, e.value);
+  }
+  if (r.dlock_latency_us || r.reference_latency_us) {
+    auto latency = nlohmann::ordered_json::object();
+    if (r.dlock_latency_us) latency["dlock"] = distribution_json(*r.dlock_latency_us);
+    if (r.reference_latency_us) latency["reference"] = distribution_json(*r.reference_latency_us);
+    j["latency_us"] = std::move(latency);
   }
 }
 

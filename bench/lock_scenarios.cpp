@@ -204,7 +204,32 @@ constexpr std::string_view compare_and_delete =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
     "return 0";
 
+double micros_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+}
+
 }  // namespace
+
+const std::vector<double>& distribution_percentiles() {
+  static const std::vector<double> points{1,  2.5, 5,  10, 15,   20,   25,   30,    35,   40,
+                                          45, 50,  55, 60, 65,   70,   75,   80,    85,   90,
+                                          95, 97,  98, 99, 99.5, 99.8, 99.9, 99.95, 99.99};
+  return points;
+}
+
+distribution summarize(std::vector<double> samples) {
+  distribution d;
+  d.samples = samples.size();
+  if (samples.empty()) return d;
+  std::sort(samples.begin(), samples.end());
+  for (const double p : distribution_percentiles()) {
+    // Nearest rank, as percentile() in bench_support.
+    const auto rank =
+        static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
+    d.values.push_back(samples[std::min(samples.size() - 1, rank == 0 ? 0 : rank - 1)]);
+  }
+  return d;
+}
 
 // =============================================================================================
 // 1. uncontended
@@ -236,6 +261,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
     std::vector<std::string> commands;  // client-issued commands to count
     slice_totals totals;
     std::uint64_t pubsub = 0;
+    std::vector<double> latencies_us = {};  // one per timed pair
   };
   std::vector<variant> variants;
   variants.push_back({"reentrant",
@@ -270,14 +296,27 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
        {"set", "evalsha", "eval"},
        {}});
 
+  for (auto& v : variants)
+    v.latencies_us.reserve(1 << 16);
+
   const int rounds = rounds_of(s);
   const double slice = s.seconds / rounds;
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t k = 0; k < variants.size(); ++k) {
       auto& v = variants[(k + static_cast<std::size_t>(round)) % variants.size()];
       std::map<std::string, std::uint64_t> before, after;
+      const auto kept = v.latencies_us.size();
       const auto run = run_timed(
-          1, slice, [&](int) { v.pair(); }, [&] { before = command_calls(control); },
+          1, slice,
+          [&](int) {
+            const auto t0 = clock_type::now();
+            v.pair();
+            v.latencies_us.push_back(micros_since(t0));
+          },
+          [&] {
+            v.latencies_us.resize(kept);  // drop the warm-up
+            before = command_calls(control);
+          },
           [&] { after = command_calls(control); });
       v.totals.steps += run.steps;
       v.totals.seconds += seconds_between(run.started, run.joined);
@@ -291,11 +330,14 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
 
   const auto& ping = variants[3].totals;
   const auto& raw = variants[4].totals;
+  const auto ping_latency = summarize(std::move(variants[3].latencies_us));
+  const auto raw_latency = summarize(std::move(variants[4].latencies_us));
   const double rtt_us = ping.rate() > 0 ? 1e6 / (2 * ping.rate()) : 0;
   std::vector<scenario_result> results;
   for (std::size_t i = 0; i < 3; ++i) {
-    const auto& v = variants[i];
+    auto& v = variants[i];
     const double d = v.totals.rate();
+    const auto latency = summarize(std::move(v.latencies_us));
     const auto add_common = [&](scenario_result& r) {
       add_extra(r, "pair_latency_us", d > 0 ? 1e6 / d : 0);
       add_extra(r, "round_trips_per_pair", ratio_of(2 * ping.rate(), d));
@@ -313,6 +355,8 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                            {}};
     add_common(vs_raw);
     add_extra(vs_raw, "reference_commands_per_pair", raw.per_step(raw.commands));
+    vs_raw.dlock_latency_us = latency;
+    vs_raw.reference_latency_us = raw_latency;
     results.push_back(std::move(vs_raw));
     scenario_result vs_ping{"uncontended." + v.name,
                             "pairs/s",
@@ -323,6 +367,8 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                             v.name == "simple.try_acquire" ? "" : "2 round trips (ratio ~1)",
                             {}};
     add_common(vs_ping);
+    vs_ping.dlock_latency_us = latency;
+    vs_ping.reference_latency_us = ping_latency;
     results.push_back(std::move(vs_ping));
   }
   return results;
@@ -811,6 +857,8 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
     add_extra(p50_rt, "p50_from_release_call_round_trips",
               ratio_of(percentile(from_call, 50), rtt));
     add_extra(p50_rt, "spin_p50_from_release_call_us", percentile(spin_from_call, 50));
+    p50_rt.dlock_latency_us = summarize(t.latencies_us);
+    p50_rt.reference_latency_us = summarize(spin.latencies_us);
     results.push_back(std::move(p50_rt));
 
     scenario_result p99_us{name,      "release->next p99 (us)", p99, spin_p99,

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -26,6 +27,19 @@ struct extra_field {
   std::variant<double, std::string> value;
 };
 
+/// A latency distribution, summarized at the fixed percentiles of distribution_percentiles().
+struct distribution {
+  std::size_t samples = 0;
+  std::vector<double> values;  ///< values[i] is the distribution_percentiles()[i]-th percentile
+};
+
+/// The percentiles a distribution is summarized at, ascending: dense enough to draw its CDF
+/// (every 5 % through the body) and its tail (up to 99.99 %).
+const std::vector<double>& distribution_percentiles();
+
+/// Summarizes samples (nearest-rank percentiles). An empty input gives an empty distribution.
+distribution summarize(std::vector<double> samples);
+
 /// One measured quantity: dlock's value, the reference's value measured in the same run, and
 /// their ratio (dlock / reference; whether higher is better depends on the metric).
 struct scenario_result {
@@ -37,6 +51,11 @@ struct scenario_result {
   double ratio = 0;            ///< dlock / reference (0 if the reference is 0)
   std::string target;          ///< DESIGN.md §6's target for this row ("" if none); not judged
   std::vector<extra_field> extra;
+  /// Latency distributions behind this row, in microseconds, when it has them (dlock's and the
+  /// reference's, measured in the same run): uncontended rows carry one lock+unlock pair's
+  /// latency, handoff's "release->next p50" row the release->next-holder latency.
+  std::optional<distribution> dlock_latency_us = std::nullopt;
+  std::optional<distribution> reference_latency_us = std::nullopt;
 };
 
 /// Receives one-line progress messages (e.g. to print to stderr). May be empty.
@@ -63,7 +82,9 @@ struct bench_settings {
 ///  (a) two PINGs per pair through dlock's own redis_client, and
 ///  (b) a raw loop of `SET key token NX PX 30000` + a compare-and-delete script (EVALSHA) through
 ///      the same redis_client.
-/// Also measures the simple lock through `try_acquire()` (no waiting machinery).
+/// Also measures the simple lock through `try_acquire()` (no waiting machinery). Every pair's
+/// latency is recorded: the rows carry their distributions (dlock_latency_us and, for the raw and
+/// PING references, reference_latency_us).
 struct uncontended_options {
   std::chrono::milliseconds lease{30'000};
 };
@@ -102,7 +123,8 @@ std::vector<scenario_result> run_throughput(const bench_settings& s,
 /// one), the release→next-holder latency (release() returning → a different worker's
 /// acquisition returning) p50/p99, also in round trips (median PING latency through a dlock
 /// client, measured in the same run), and client-issued commands per acquisition from
-/// INFO commandstats (evalsha + eval + [p]subscribe + [p]unsubscribe).
+/// INFO commandstats (evalsha + eval + [p]subscribe + [p]unsubscribe). The "release->next p50"
+/// row carries the whole release->next-holder distributions (dlock's variant and the spin's).
 struct handoff_options {
   int workers = 8;
   bool shared_client_variant = true;
@@ -131,12 +153,13 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
 // ---- reporting helpers (format, never print) ---------------------------------------------------
 
 /// The results as a plain-text table (name, metric, dlock, reference, ratio, reference name,
-/// target), followed by each row's extra fields.
+/// target), followed by each row's extra fields and a few percentiles of its distributions.
 std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra);
 
 /// {"name", "metric", "dlock", "reference", "reference_name", "ratio", "target", extra…}, in
 /// that order: the extra fields are added at the top level of the object (nlohmann's to_json
-/// hook; use nlohmann::ordered_json to keep the order).
+/// hook; use nlohmann::ordered_json to keep the order). A row with distributions also gets
+/// "latency_us": {"dlock": {"samples": N, "p1": …, …, "p99.99": …}, "reference": {…}}.
 void to_json(nlohmann::ordered_json& j, const scenario_result& r);
 
 }  // namespace dlock::bench

@@ -62,4 +62,13 @@ int demo(const std::string& self);
 /// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
 int demo_holder(const std::string& url, const std::string& name, const std::string& resource);
 
+struct bench_args {
+  std::vector<std::string> scenarios;  // empty: all
+  std::string url;                     // empty: a private redis-server (DLOCK_URL is not read)
+  double seconds = 3;                  // each measurement
+  bool json = false;
+  std::string plot_dir;  // empty: no charts
+};
+int bench(const bench_args& args);
+
 }  // namespace dlock::cli

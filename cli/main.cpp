@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "bench_run.hpp"
 #include "cli.hpp"
 #include "dlock/connection_options.hpp"
 #include "dlock/version.hpp"
@@ -63,6 +64,7 @@ Examples:
   dlock ls 'deploy*'
   dlock unlock --force nightly-report
   dlock demo                                          a tour on a private redis-server
+  dlock bench --seconds 1                             the locks beside same-run references
 
 The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
   URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path
@@ -160,6 +162,37 @@ Examples:
 
   auto* demo_cmd = app.add_subcommand("demo", "A tour on a private redis-server (under a minute)");
 
+  bench_args bench_opts;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Benchmark the locks beside references measured in the same run (docs/cli.md)");
+  bench_cmd->add_option("scenario", bench_opts.scenarios, "Scenarios to run (default: all)")
+      ->check(CLI::IsMember(dlock::bench::scenario_names()))
+      ->type_name("SCENARIO");
+  bench_cmd->add_option("--seconds", bench_opts.seconds, "Each measurement's duration (default 3)")
+      ->check([](const std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 3600) {
+          return "expected a number of seconds above 0 and at most 3600, got '" + text + "'";
+        }
+        return "";
+      })
+      ->type_name("N");
+  bench_cmd->add_flag("--json", bench_opts.json, "Print JSON (schema: docs/cli.md)");
+  bench_cmd->add_option("--plot", bench_opts.plot_dir, "Also draw PNG charts (gnuplot) into DIR")
+      ->type_name("DIR");
+  bench_cmd->footer(R"(
+Scenarios: uncontended (lock+unlock pairs, one thread), throughput (pairs/s against threads,
+beside redis-benchmark), handoff (8 workers contending for one key, beside a try_acquire spin),
+watchdog (10,000 leases renewed in batches). Each row shows dlock, a reference measured in the
+same run and their ratio. The server is a private redis-server unless --url is given explicitly
+($DLOCK_URL is not used: the benchmark loads the server and writes dlock-bench:* keys).
+
+Examples:
+  dlock bench --seconds 1
+  dlock bench throughput handoff --plot /tmp/dlock-plots
+  dlock --url redis://redis.test:6379 bench uncontended --json)");
+
   std::string holder_url, holder_name, holder_resource;
   auto* holder_cmd = app.add_subcommand("_demo-holder", "");
   holder_cmd->group("");  // hidden: the tour's paused holder
@@ -209,6 +242,11 @@ Examples:
   if (*ls_cmd) return list(resolve_url(urls), pattern, ls_json);
   if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name);
   if (*demo_cmd) return demo(self_path(argv[0]));
+  if (*bench_cmd) {
+    // Only an explicit --url: DLOCK_URL must not send a benchmark to a shared server silently.
+    if (!urls.empty()) bench_opts.url = resolve_url(urls);
+    return bench(bench_opts);
+  }
   if (*holder_cmd) return demo_holder(holder_url, holder_name, holder_resource);
   return exit_usage;
 }

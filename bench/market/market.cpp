@@ -22,6 +22,17 @@
 //    to the last worker's stop, so rates stay honest.
 //  * A buyer's ZRANGE (finding an item) is not part of its purchase call, as in the book, where
 //    purchase_item receives the item and its listed price.
+//  * dlock variants: one dlock::client shared by all workers, simple lock, fixed 10 s lease,
+//    try_acquire_until(10 s) (event-driven waiting), lease::release(). Measured with the probe's
+//    switches (--per-worker-client, --one-connection, --reentrant, --watchdog, --try-first): the
+//    shared client costs the least CPU per operation (its single connection batches the
+//    workers' lock scripts, and waiters on one item queue locally and are woken by our own
+//    release without waiting for the PUBLISH echo); lock kind, lease mode and a first
+//    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
+//    no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
+//    the shared, multiplexed connection would take in other workers' commands.
+//  * After each run, off the clock, an audit checks that the books balance (market size, items
+//    in buyers' inventories, money moved): a lock that let two workers at one item shows there.
 #include "market/market.hpp"
 
 #include <sys/resource.h>
@@ -35,7 +46,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,7 +81,7 @@ constexpr int cheapest = 10;  // a buyer picks among the 10 cheapest entries
 
 const std::string market_key = "market:";
 
-// ---- variants ----------------------------------------------------------------------------------
+// ---- variants -----------------------------------------------------------------------------------
 
 enum class variant_kind { watch, book_lock, book_fine, dlock_coarse, dlock_fine, script };
 
@@ -149,7 +159,7 @@ redis.call('zrem', KEYS[1], ARGV[1])
 return 1
 )lua";
 
-// ---- small helpers -------------------------------------------------------------------------------
+// ---- small helpers ------------------------------------------------------------------------------
 
 using command_list = std::initializer_list<std::initializer_list<std::string_view>>;
 
@@ -182,7 +192,7 @@ std::vector<reply> pipeline(redis_client& r, command_list commands) {
   }
   std::unique_lock lock(s->mutex);
   s->cv.wait(lock, [&] { return s->left == 0; });
-  if (s->ec) throw dlock::error(s->ec, "market pipeline: " + s->what);
+  if (s->ec) throw dlock::error(s->ec, "pipeline: " + s->what);
   return std::move(s->replies);
 }
 
@@ -192,7 +202,7 @@ std::int64_t to_int(const reply& r) {
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size()) {
-    throw dlock::error(errc::unexpected_reply, "market: not an integer: " + r.to_string());
+    throw dlock::error(errc::unexpected_reply, "not an integer: " + r.to_string());
   }
   return v;
 }
@@ -201,13 +211,13 @@ std::int64_t to_int(const reply& r) {
 const reply& exec_result(const std::vector<reply>& replies) {
   const auto& r = replies.back();
   if (!r.is_array()) {
-    throw dlock::error(errc::unexpected_reply, "market: EXEC without WATCH returned " +
-                                                   r.to_string());
+    throw dlock::error(errc::unexpected_reply, "EXEC without WATCH returned " + r.to_string());
   }
   return r;
 }
 
-double percentile(std::vector<double>& v, double p) {
+template <class T>
+double percentile(std::vector<T>& v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
@@ -239,7 +249,18 @@ std::string info_text(redis_client& r, std::string_view section, std::string_vie
   return text.substr(at, text.find_first_of("\r\n", at) - at);
 }
 
-// ---- one run's shared state ----------------------------------------------------------------------
+// Adds items "<user>-<first>" … "<user>-<last>" to the user's inventory, in chunks that bound
+// how long one script call blocks the server.
+void fill_inventory(redis_client& r, const script& fill, const std::string& user,
+                    std::uint64_t first, std::uint64_t last) {
+  constexpr std::uint64_t chunk = 100'000;
+  for (auto from = first; from <= last; from += chunk) {
+    const auto to = std::min(last, from + chunk - 1);
+    r.eval(fill, {"inventory:" + user}, {user + "-", std::to_string(from), std::to_string(to)});
+  }
+}
+
+// ---- one run's shared state ---------------------------------------------------------------------
 
 enum class outcome { done, stale, refused, timed_out, abandoned };
 
@@ -248,6 +269,10 @@ struct tally {
   std::uint64_t listed = 0, bought = 0, retries = 0, stale = 0, refused = 0;
   std::uint64_t list_timeouts = 0, purchase_timeouts = 0, abandoned = 0, list_stale = 0;
   std::uint64_t refills = 0, release_failures = 0, empty_market = 0;
+  std::uint64_t lock_waits = 0;  // acquisitions whose first attempt found the lock held
+  double lock_wait_ms = 0, lock_wait_max_ms = 0;
+  std::vector<float> acquire_us, release_us;  // per lock call (granted acquisitions only)
+  double work_us = 0;                         // total time of the work under locks
   double purchase_ms = 0;  // every purchase call that ended (any outcome but abandoned)
   std::vector<double> ok_ms;
 };
@@ -268,7 +293,7 @@ struct run_context {
   bool over() const { return failed.load(std::memory_order_relaxed) || clock_type::now() >= end; }
 };
 
-// ---- a trader: one user's connection and the book's operations -----------------------------------
+// ---- a trader: one user's connection and the book's operations ----------------------------------
 
 class trader {
  public:
@@ -338,9 +363,9 @@ class trader {
       case variant_kind::watch:
         return purchase_watch(itemid, seller, member, price, limit, t);
       case variant_kind::script: {
-        const auto r = redis_->eval(ctx_.purchase_script,
-                                   {market_key, hash_, "users:" + seller, inventory_},
-                                   {member, itemid, price});
+        const auto r =
+            redis_->eval(ctx_.purchase_script, {market_key, hash_, "users:" + seller, inventory_},
+                         {member, itemid, price});
         const auto v = r.integer();
         return v == 1 ? outcome::done : v == 0 ? outcome::stale : outcome::refused;
       }
@@ -352,12 +377,7 @@ class trader {
 
   // Adds items "<user>-<first>" … "<user>-<last>" to our inventory.
   void stock(std::uint64_t first, std::uint64_t last) {
-    constexpr std::uint64_t chunk = 100'000;  // bounds how long one script blocks the server
-    for (auto from = first; from <= last; from += chunk) {
-      const auto to = std::min(last, from + chunk - 1);
-      redis_->eval(ctx_.fill_script, {inventory_},
-                  {user_ + "-", std::to_string(from), std::to_string(to)});
-    }
+    fill_inventory(*redis_, ctx_.fill_script, user_, first, last);
   }
 
  private:
@@ -379,10 +399,9 @@ class trader {
         redis_->command({"UNWATCH"});
         return outcome::stale;
       }
-      const auto r = pipeline(*redis_, {{"MULTI"},
-                                       {"ZADD", market_key, price, member},
-                                       {"SREM", inventory_, itemid},
-                                       {"EXEC"}});
+      const auto r = pipeline(
+          *redis_,
+          {{"MULTI"}, {"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}, {"EXEC"}});
       if (!r.back().is_nil()) return outcome::done;
       // A failed EXEC while listing is not a purchase retry: MARKET.md counts only those.
     }
@@ -407,11 +426,11 @@ class trader {
         return outcome::refused;
       }
       const auto r = pipeline(*redis_, {{"MULTI"},
-                                       {"HINCRBY", seller_hash, "funds", price},
-                                       {"HINCRBY", hash_, "funds", minus},
-                                       {"SADD", inventory_, itemid},
-                                       {"ZREM", market_key, member},
-                                       {"EXEC"}});
+                                        {"HINCRBY", seller_hash, "funds", price},
+                                        {"HINCRBY", hash_, "funds", minus},
+                                        {"SADD", inventory_, itemid},
+                                        {"ZREM", market_key, member},
+                                        {"EXEC"}});
       if (!r.back().is_nil()) return outcome::done;
       ++t.retries;  // someone changed the market or our funds since WATCH
     }
@@ -422,30 +441,27 @@ class trader {
   outcome list_locked(const std::string& itemid, const std::string& member,
                       std::string_view price) {
     if (redis_->command({"SISMEMBER", inventory_, itemid}).integer() == 0) return outcome::stale;
-    exec_result(pipeline(*redis_, {{"MULTI"},
-                                  {"ZADD", market_key, price, member},
-                                  {"SREM", inventory_, itemid},
-                                  {"EXEC"}}));
+    exec_result(pipeline(
+        *redis_,
+        {{"MULTI"}, {"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}, {"EXEC"}}));
     return outcome::done;
   }
 
   outcome purchase_locked(const std::string& itemid, const std::string& seller,
                           const std::string& member, std::string_view price) {
-    const auto read = pipeline(*redis_, {{"MULTI"},
-                                        {"ZSCORE", market_key, member},
-                                        {"HGET", hash_, "funds"},
-                                        {"EXEC"}});
+    const auto read = pipeline(
+        *redis_, {{"MULTI"}, {"ZSCORE", market_key, member}, {"HGET", hash_, "funds"}, {"EXEC"}});
     const auto& values = exec_result(read);
     const auto& listed = values.at(0);
     if (listed.is_nil() || listed.str() != price) return outcome::stale;
     if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
     const std::string minus = "-" + std::string(price);
     exec_result(pipeline(*redis_, {{"MULTI"},
-                                  {"HINCRBY", "users:" + seller, "funds", price},
-                                  {"HINCRBY", hash_, "funds", minus},
-                                  {"SADD", inventory_, itemid},
-                                  {"ZREM", market_key, member},
-                                  {"EXEC"}}));
+                                   {"HINCRBY", "users:" + seller, "funds", price},
+                                   {"HINCRBY", hash_, "funds", minus},
+                                   {"SADD", inventory_, itemid},
+                                   {"ZREM", market_key, member},
+                                   {"EXEC"}}));
     return outcome::done;
   }
 
@@ -461,26 +477,51 @@ class trader {
   // Runs `work` under the variant's lock on `key`.
   template <class Work>
   outcome locked(const std::string& key, clock_type::time_point limit, tally& t, Work&& work) {
+    // Each phase is timed: the lock's own cost is what the lock variants differ in.
+    bool waited = false;
+    auto phase_us = [last = clock_type::now()]() mutable {
+      const auto now = clock_type::now();
+      return std::chrono::duration<double, std::micro>(now - std::exchange(last, now)).count();
+    };
+    auto acquired = [&](bool ok) {
+      const double us = phase_us();
+      if (waited) {
+        ++t.lock_waits;
+        t.lock_wait_ms += us / 1000;
+        t.lock_wait_max_ms = std::max(t.lock_wait_max_ms, us / 1000);
+      }
+      if (ok) t.acquire_us.push_back(static_cast<float>(us));
+    };
+    auto worked = [&] { t.work_us += phase_us(); };
+    auto released = [&] { t.release_us.push_back(static_cast<float>(phase_us())); };
     if (uses_dlock(ctx_.kind)) {
-      dlock::lease held = dlock_acquire(key, limit);
+      dlock::lease held = dlock_acquire(key, limit, waited);
+      acquired(static_cast<bool>(held));
       if (!held) return outcome::timed_out;
       const outcome o = work();
+      worked();
       if (!held.release()) ++t.release_failures;
+      released();
       return o;
     }
-    const auto id = book_acquire(key, limit);
+    const auto id = book_acquire(key, limit, waited);
+    acquired(id.has_value());
     if (!id) return ctx_.failed ? outcome::abandoned : outcome::timed_out;
     const outcome o = work();
+    worked();
     if (!book_release(key, *id, t)) ++t.release_failures;
+    released();
     return o;
   }
 
   // The book's acquire_lock: SETNX a random 128-bit id, polling every millisecond until the
   // limit (or until another worker failed).
-  std::optional<std::string> book_acquire(const std::string& key, clock_type::time_point limit) {
+  std::optional<std::string> book_acquire(const std::string& key, clock_type::time_point limit,
+                                          bool& waited) {
     const std::string id = random_id();
     while (true) {
       if (redis_->command({"SETNX", key, id}).integer() == 1) return id;
+      waited = true;
       if (clock_type::now() >= limit || ctx_.failed.load(std::memory_order_relaxed)) {
         return std::nullopt;
       }
@@ -508,14 +549,16 @@ class trader {
   // The wait is bounded by the book's limit only, not by the end of the run: several waiters
   // of one client whose deadlines pass together crash lock_core::finish (it wakes the next
   // waiter through a reference into the queue that waking erases; see the report).
-  dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit) {
+  // `waited` says whether the first attempt found the lock held (known only with try_first).
+  dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit, bool& waited) {
     dlock::lease_options lo;
     if (ctx_.dl.fixed_lease) lo.lease_time = std::chrono::milliseconds(ctx_.dl.lease_ms);
     auto take = [&](auto lock) {
       if (ctx_.dl.try_first) {
-        // One attempt first: an uncontended lock is granted in one round trip, without
-        // joining the waiter queue (whose first member subscribes to the unlock channel).
+        // One attempt first (it barges past local waiters, as try_lock does), so that a
+        // contended acquisition can be told apart and timed.
         if (auto l = lock.try_acquire(lo)) return l;
+        waited = true;
       }
       return lock.try_acquire_until(limit, lo);  // event-driven: waits for the unlock message
     };
@@ -526,9 +569,9 @@ class trader {
     char text[40];
     const auto a = rng_();
     const auto b = rng_();
-    std::snprintf(text, sizeof text, "%08x-%04x-%04x-%04x-%012llx",
-                  static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
-                  static_cast<unsigned>(a & 0xffff), static_cast<unsigned>(b >> 48),
+    std::snprintf(text, sizeof text, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                  static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                  static_cast<unsigned>(b >> 48),
                   static_cast<unsigned long long>(b & 0xffffffffffffULL));
     return text;
   }
@@ -543,7 +586,7 @@ class trader {
   std::mt19937_64 rng_;
 };
 
-// ---- the worker loops ----------------------------------------------------------------------------
+// ---- the worker loops ---------------------------------------------------------------------------
 
 void lister_loop(run_context& ctx, trader& me, std::uint64_t stocked, tally& t) {
   std::uniform_int_distribution<int> prices(min_price, max_price);
@@ -578,8 +621,8 @@ void lister_loop(run_context& ctx, trader& me, std::uint64_t stocked, tally& t) 
 
 void buyer_loop(run_context& ctx, trader& me, tally& t) {
   while (!ctx.over()) {
-    const auto top = me.redis().command(
-        {"ZRANGE", market_key, "0", std::to_string(cheapest - 1), "WITHSCORES"});
+    const auto top =
+        me.redis().command({"ZRANGE", market_key, "0", std::to_string(cheapest - 1), "WITHSCORES"});
     const auto& entries = top.elements();
     if (entries.size() < 2) {
       ++t.empty_market;
@@ -619,7 +662,7 @@ void buyer_loop(run_context& ctx, trader& me, tally& t) {
   }
 }
 
-// ---- a run ---------------------------------------------------------------------------------------
+// ---- a run --------------------------------------------------------------------------------------
 
 std::string user_id(char role, int i) {
   return std::string(1, role) + std::to_string(i);
@@ -636,18 +679,43 @@ void prepare(redis_client& admin, run_context& ctx, const load& l, std::uint64_t
     const auto id = user_id('B', j);
     admin.command({"HSET", "users:" + id, "name", id, "funds", std::to_string(buyer_funds)});
   }
-  constexpr std::uint64_t chunk = 100'000;
   for (int i = 0; i < l.listers; ++i) {
-    const auto id = user_id('L', i);
-    for (std::uint64_t from = 0; from < stock; from += chunk) {
-      const auto to = std::min(stock, from + chunk) - 1;
-      admin.eval(ctx.fill_script, {"inventory:" + id},
-                 {id + "-", std::to_string(from), std::to_string(to)});
-    }
+    if (stock > 0) fill_inventory(admin, ctx.fill_script, user_id('L', i), 0, stock - 1);
   }
 }
 
+// After a run, off the clock: the books must balance whatever the variant, or two workers
+// touched one item at once. Every listing put one entry on the market and every purchase took
+// one off, moved one item into a buyer's inventory and moved its price from buyer to seller.
+// Returns "" if all holds, else what does not.
+std::string audit(redis_client& admin, const load& l, std::uint64_t listed, std::uint64_t bought) {
+  std::string problems;
+  auto expect = [&](const std::string& what, std::int64_t got, std::int64_t want) {
+    if (got != want) {
+      problems += (problems.empty() ? "" : "; ") + what + " is " + std::to_string(got) +
+                  ", expected " + std::to_string(want);
+    }
+  };
+  const auto on_market = to_int(admin.command({"ZCARD", market_key}));
+  expect("ZCARD market:", on_market,
+         static_cast<std::int64_t>(listed) - static_cast<std::int64_t>(bought));
+  std::int64_t in_inventories = 0, spent = 0, earned = 0;
+  for (int j = 0; j < l.buyers; ++j) {
+    const auto id = user_id('B', j);
+    in_inventories += to_int(admin.command({"SCARD", "inventory:" + id}));
+    spent += buyer_funds - to_int(admin.command({"HGET", "users:" + id, "funds"}));
+  }
+  for (int i = 0; i < l.listers; ++i) {
+    earned += to_int(admin.command({"HGET", "users:" + user_id('L', i), "funds"}));
+  }
+  expect("items in buyers' inventories", in_inventories, static_cast<std::int64_t>(bought));
+  expect("funds earned by sellers", earned, spent);
+  return problems;
+}
+
 struct run_result {
+  std::string audit;      // "" when the books balance
+  std::int64_t keys = 0;  // DBSIZE at the end: shows per-item keys a lock leaves behind
   row r;
   std::vector<double> lister_rates;  // items listed per second, per lister
   tally sum;
@@ -673,8 +741,8 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
     buyers.push_back(std::make_unique<trader>(ctx, user_id('B', j)));
   std::vector<tally> tallies(listers.size() + buyers.size());
 
-  const double server_cpu0 = info_number(admin, "cpu", "used_cpu_user") +
-                             info_number(admin, "cpu", "used_cpu_sys");
+  const double server_cpu0 =
+      info_number(admin, "cpu", "used_cpu_user") + info_number(admin, "cpu", "used_cpu_sys");
   const double commands0 = info_number(admin, "stats", "total_commands_processed");
   const double cpu0 = cpu_seconds();
 
@@ -695,8 +763,7 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   std::vector<std::thread> threads;
   try {
     for (std::size_t i = 0; i < listers.size(); ++i) {
-      threads.emplace_back(
-          guarded([&, i] { lister_loop(ctx, *listers[i], stock, tallies[i]); }));
+      threads.emplace_back(guarded([&, i] { lister_loop(ctx, *listers[i], stock, tallies[i]); }));
     }
     for (std::size_t j = 0; j < buyers.size(); ++j) {
       threads.emplace_back(
@@ -748,6 +815,12 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
     s.refills += t.refills;
     s.release_failures += t.release_failures;
     s.empty_market += t.empty_market;
+    s.lock_waits += t.lock_waits;
+    s.lock_wait_ms += t.lock_wait_ms;
+    s.lock_wait_max_ms = std::max(s.lock_wait_max_ms, t.lock_wait_max_ms);
+    s.acquire_us.insert(s.acquire_us.end(), t.acquire_us.begin(), t.acquire_us.end());
+    s.release_us.insert(s.release_us.end(), t.release_us.begin(), t.release_us.end());
+    s.work_us += t.work_us;
     s.purchase_ms += t.purchase_ms;
     s.ok_ms.insert(s.ok_ms.end(), t.ok_ms.begin(), t.ok_ms.end());
   }
@@ -770,6 +843,8 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   }
   r.p50_ms = percentile(s.ok_ms, 50);
   r.p99_ms = percentile(s.ok_ms, 99);
+  out.audit = audit(admin, l, s.listed, s.bought);
+  out.keys = to_int(admin.command({"DBSIZE"}));
   return out;
 }
 
@@ -813,16 +888,16 @@ const std::vector<std::string>& all_variants() {
 }
 
 report run(const options& o) {
-  if (!(o.seconds > 0)) throw std::invalid_argument("market: seconds must be positive");
-  if (o.loads.empty()) throw std::invalid_argument("market: no loads");
+  if (!(o.seconds > 0)) throw std::invalid_argument("seconds must be positive");
+  if (o.loads.empty()) throw std::invalid_argument("no loads");
   for (const auto& l : o.loads) {
     if (l.listers < 1 || l.buyers < 1) {
-      throw std::invalid_argument("market: a load needs at least one lister and one buyer");
+      throw std::invalid_argument("a load needs at least one lister and one buyer");
     }
   }
   if (!o.url.empty() && !o.allow_flush) {
     throw std::invalid_argument(
-        "market: every run begins with FLUSHALL, which would erase the server at " +
+        "every run begins with FLUSHALL, which would erase the server at " +
         connection_options::from_url(o.url).redacted_url() +
         "; allow it explicitly (dlock market --flush) or run without --url to use a private "
         "redis-server");
@@ -865,16 +940,19 @@ report run(const options& o) {
           format_number(o.seconds, 1) + " s");
       auto res = run_once(url, admin, *v, l, o.seconds, stock, o.dlock);
       const auto& r = res.r;
-      say(label + ": listed " + grouped(r.listed) + ", bought " + grouped(r.bought) +
-          ", retries " + grouped(r.retries) + ", stale " + grouped(r.stale) + ", timeouts " +
-          grouped(r.timeouts) + ", " + format_number(r.per_second(), 0) +
-          " listed+bought/s, purchase p99 " + ms_text(r.p99_ms) + " ms");
+      say(label + ": listed " + grouped(r.listed) + ", bought " + grouped(r.bought) + ", retries " +
+          grouped(r.retries) + ", stale " + grouped(r.stale) + ", timeouts " + grouped(r.timeouts) +
+          ", " + format_number(r.per_second(), 0) + " listed+bought/s, purchase p99 " +
+          ms_text(r.p99_ms) + " ms");
+      if (!res.audit.empty()) say(label + ": AUDIT FAILED: " + res.audit);
 
       const auto ops = static_cast<double>(std::max<std::uint64_t>(1, r.listed + r.bought));
       nlohmann::json detail = {
           {"variant", r.variant},
           {"listers", r.listers},
           {"buyers", r.buyers},
+          {"audit", res.audit.empty() ? std::string("ok") : res.audit},
+          {"keys_at_end", res.keys},
           {"inventory_per_lister", stock},
           {"trial_lister_rate_per_s", std::round(rate)},
           {"refills", res.sum.refills},
@@ -885,6 +963,7 @@ report run(const options& o) {
           {"abandoned_at_end", res.sum.abandoned},
           {"empty_market_backoffs", res.sum.empty_market},
           {"lock_release_failures", res.sum.release_failures},
+
           {"server_commands_per_op", std::round(res.server_commands / ops * 100) / 100},
           {"client_commands_per_op", std::round(res.client_commands / ops * 100) / 100},
           {"client_writes_per_op", std::round(res.client_writes / ops * 100) / 100},
@@ -892,6 +971,22 @@ report run(const options& o) {
           {"server_cpu_s", std::round(res.server_cpu * 100) / 100},
           {"client_cpu_s", std::round(res.client_cpu * 100) / 100},
       };
+      if (v->kind != variant_kind::watch && v->kind != variant_kind::script) {
+        auto& sum = res.sum;
+        const bool known = !uses_dlock(v->kind) || o.dlock.try_first;
+        const auto calls = static_cast<double>(std::max<std::size_t>(1, sum.release_us.size()));
+        // Waits are known when the first attempt is separate (book locks; dlock with try_first).
+        const auto unknown = nlohmann::json();
+        const double mean_wait = sum.lock_waits ? sum.lock_wait_ms / sum.lock_waits : 0.0;
+        detail["lock_timing"] = {
+            {"acquire_us_p50", std::round(percentile(sum.acquire_us, 50))},
+            {"release_us_p50", std::round(percentile(sum.release_us, 50))},
+            {"work_us_mean", std::round(sum.work_us / calls)},
+            {"waits", known ? nlohmann::json(sum.lock_waits) : unknown},
+            {"wait_ms_mean", known ? nlohmann::json(std::round(mean_wait * 1000) / 1000) : unknown},
+            {"wait_ms_max",
+             known ? nlohmann::json(std::round(sum.lock_wait_max_ms * 1000) / 1000) : unknown}};
+      }
       if (uses_dlock(v->kind) && o.dlock.shared_client) {
         const auto& st = res.lock_stats;
         detail["dlock_client"] = {{"grants", st.grants},
@@ -926,9 +1021,10 @@ report run(const options& o) {
       {"seller_funds", 0},
       {"inventory",
        {{"item_ids", "<listerid>-<n>, n = 0, 1, 2, ... (unique; listed in that order)"},
-        {"sizing", "pre-filled before each run from a trial of the same variant and load: "
-                   "ceil(fastest lister's rate x seconds x 2) + 1000 items per lister; a lister "
-                   "that runs out anyway refills on the clock (counted as refills)"},
+        {"sizing",
+         "pre-filled before each run from a trial of the same variant and load: "
+         "ceil(fastest lister's rate x seconds x 2) + 1000 items per lister; a lister "
+         "that runs out anyway refills on the clock (counted as refills)"},
         {"trial_seconds", trial_seconds},
         {"safety_factor", safety}}},
       {"prices", "uniform random integers 1..100"},
@@ -944,9 +1040,10 @@ report run(const options& o) {
         {"purchase_ms", 10000},
         {"lock_acquire_ms", 10000},
         {"book_lock_poll_ms", 1},
-        {"run_end", "no call starts after the end of the run; WATCH calls still retrying "
-                    "then are abandoned and counted nowhere; calls waiting for a lock finish "
-                    "and count; seconds is measured to the last worker's stop"}}},
+        {"run_end",
+         "no call starts after the end of the run; WATCH calls still retrying "
+         "then are abandoned and counted nowhere; calls waiting for a lock finish "
+         "and count; seconds is measured to the last worker's stop"}}},
       {"work_under_lock",
        "as the book's purchase_item_with_lock, identical in all four lock variants: no WATCH; "
        "MULTI ZSCORE HGET EXEC, check price and funds, then MULTI HINCRBY seller, HINCRBY "
@@ -975,9 +1072,10 @@ report run(const options& o) {
         {"lease", dl.fixed_lease ? "fixed " + std::to_string(dl.lease_ms) +
                                        " ms (no watchdog bookkeeping for short holds)"
                                  : std::string("watchdog")},
-        {"acquire", dl.try_first ? "try_acquire() once, then try_acquire_until(limit): "
+        {"acquire", dl.try_first ? "try_acquire() once, then try_acquire_until(now + 10 s): "
                                    "event-driven waiting on the unlock message"
-                                 : "try_acquire_until(limit): event-driven waiting"},
+                                 : "try_acquire_until(now + 10 s): event-driven waiting on the "
+                                   "unlock message"},
         {"release", "lease::release(): one round trip (compare-and-delete script + PUBLISH)"},
         {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
         {"fencing_keys",
@@ -985,8 +1083,9 @@ report run(const options& o) {
          "leaves one counter key per item listed"}}},
       {"script", "list and purchase each as one Lua script (EVALSHA): the no-lock ceiling"},
       {"counters",
-       {{"retries", "failed EXECs inside purchase calls (lock polling and list retries are "
-                    "not counted)"},
+       {{"retries",
+         "failed EXECs inside purchase calls (lock polling and list retries are "
+         "not counted)"},
         {"stale", "purchase calls that found the item gone or repriced"},
         {"timeouts", "list and purchase calls that hit the book's limit (5 s, 10 s, 10 s lock)"},
         {"wait_ms_a", "mean wall time of successful purchase calls"},
@@ -1007,7 +1106,7 @@ struct book_row {
   int listers, buyers;
   std::string_view variant;
   std::string_view listed, bought, retries, wait;
-  double l, b, r;     // the figures as numbers (bounds taken at face value)
+  double l, b, r;  // the figures as numbers (bounds taken at face value)
   bool b_bound, r_bound;
 };
 
@@ -1018,8 +1117,7 @@ constexpr book_row book_table[] = {
      false},
     {5, 1, "no lock", "331,000", "<200", "50,000", "150 ms", 331000, 200, 50000, true, false},
     {5, 1, "with lock", "68,000", "13,000", "<10", "5 ms", 68000, 13000, 10, false, true},
-    {5, 1, "fine-grained lock", "192,000", "36,000", "0", "<2 ms", 192000, 36000, 0, false,
-     false},
+    {5, 1, "fine-grained lock", "192,000", "36,000", "0", "<2 ms", 192000, 36000, 0, false, false},
     {5, 5, "no lock", "206,000", "<600", "161,000", "498 ms", 206000, 600, 161000, true, false},
     {5, 5, "with lock", "21,000", "20,500", "0", "14 ms", 21000, 20500, 0, false, false},
     {5, 5, "fine-grained lock", "116,000", "111,000", "0", "<3 ms", 116000, 111000, 0, false,
@@ -1079,15 +1177,14 @@ std::string render_table(const report& rep) {
   double secs = 0;
   for (const auto& r : rep.rows)
     secs = std::max(secs, r.seconds);
-  const auto per_run = rep.choices.contains("seconds_per_run")
-                           ? rep.choices["seconds_per_run"].get<double>()
-                           : secs;
+  const auto per_run =
+      rep.choices.contains("seconds_per_run") ? rep.choices["seconds_per_run"].get<double>() : secs;
   out += "Marketplace (Redis in Action 6.2), " + format_number(per_run, 1) +
          " s per run; purchase latency columns are successful calls only\n\n";
 
   std::vector<std::vector<std::string>> t{{"load", "variant", "listed", "bought", "retries",
-                                           "stale", "timeouts", "wait a ms", "wait b ms",
-                                           "p50 ms", "p99 ms", "listed+bought/s"}};
+                                           "stale", "timeouts", "wait a ms", "wait b ms", "p50 ms",
+                                           "p99 ms", "listed+bought/s"}};
   for (const auto& r : rep.rows) {
     t.push_back({load_text(r.listers, r.buyers), r.variant, grouped(r.listed), grouped(r.bought),
                  grouped(r.retries), grouped(r.stale), grouped(r.timeouts), ms_text(r.wait_ms_a),
@@ -1097,24 +1194,23 @@ std::string render_table(const report& rep) {
   out += render(t, 2);
 
   out += "\nBeside the book's Table 6.3 (60 s runs; same load, matching book variant)\n\n";
-  std::vector<std::vector<std::string>> b{{"load", "variant", "L:B", "retries/bought",
-                                           "wait b ms", "listed+bought/s", "book variant",
-                                           "listed", "bought", "retries", "wait", "L:B",
-                                           "retries/bought", "listed+bought/s"}};
+  std::vector<std::vector<std::string>> b{
+      {"load", "variant", "L:B", "retries/bought", "wait b ms", "listed+bought/s", "book variant",
+       "listed", "bought", "retries", "wait", "L:B", "retries/bought", "listed+bought/s"}};
   for (const auto& r : rep.rows) {
-    std::vector<std::string> line{load_text(r.listers, r.buyers), r.variant,
-                                  ratio_text(static_cast<double>(r.listed),
-                                             static_cast<double>(r.bought), 2),
-                                  ratio_text(static_cast<double>(r.retries),
-                                             static_cast<double>(r.bought), 2),
-                                  ms_text(r.wait_ms_b), format_number(r.per_second(), 0)};
+    std::vector<std::string> line{
+        load_text(r.listers, r.buyers),
+        r.variant,
+        ratio_text(static_cast<double>(r.listed), static_cast<double>(r.bought), 2),
+        ratio_text(static_cast<double>(r.retries), static_cast<double>(r.bought), 2),
+        ms_text(r.wait_ms_b),
+        format_number(r.per_second(), 0)};
     if (const auto* k = book_match(r)) {
       const std::string more = k->b_bound ? ">" : "";
       const std::string fewer = k->r_bound ? "<" : k->b_bound && k->r > 0 ? ">" : "";
       line.insert(line.end(),
                   {std::string(k->variant), std::string(k->listed), std::string(k->bought),
-                   std::string(k->retries), std::string(k->wait),
-                   more + ratio_text(k->l, k->b, 2),
+                   std::string(k->retries), std::string(k->wait), more + ratio_text(k->l, k->b, 2),
                    k->r > 0 ? fewer + ratio_text(k->r, k->b, k->r_bound ? 3 : 2) : "0",
                    format_number((k->l + k->b) / 60.0, 0)});
     } else {
@@ -1123,6 +1219,18 @@ std::string render_table(const report& rep) {
     b.push_back(std::move(line));
   }
   out += render(b, 2, {5});
+  if (rep.choices.contains("runs")) {
+    std::string failed;
+    for (const auto& run : rep.choices["runs"]) {
+      if (run.value("audit", "ok") == "ok") continue;
+      failed += "  " + run.value("variant", "?") + " " +
+                load_text(run.value("listers", 0), run.value("buyers", 0)) + ": " +
+                run.value("audit", "") + "\n";
+    }
+    out += failed.empty()
+               ? "\nAudit: every run's books balance (market size, items bought, money moved).\n"
+               : "\nAUDIT FAILED - two workers acted on one item at once:\n" + failed;
+  }
   out +=
       "\nComparable with the book: the shapes, as ratios within a row - L:B (listed per bought; "
       "under locks it should track listers:buyers), retries per bought (the WATCH explosion), "

@@ -26,21 +26,24 @@ struct load {
 };
 
 /// How the `dlock-coarse` and `dlock-fine` variants use dlock. The defaults are the choices the
-/// report documents; the other settings exist to measure why (see market.cpp's header).
+/// report documents; the others exist to measure that choice (see market.cpp's header).
 struct dlock_settings {
   /// One dlock::client shared by every worker (its locks pipelined on one connection, waiters of
   /// one name queued locally), instead of one client per worker (like separate processes).
   bool shared_client = true;
   /// With a client per worker: run the work on that client's connection too (one connection
-  /// per worker, as in the book variants) instead of on a second one.
+  /// per worker, as in the book variants) instead of on a second one. The work's MULTI is safe
+  /// there only while the client sends nothing of its own (no watchdog, no lost replies).
   bool work_on_lock_connection = false;
   /// The simple lock (SET NX PX layout) instead of the reentrant one (Redisson hash layout).
   bool simple = true;
   /// A fixed lease of `lease_ms` instead of a watchdog lease.
   bool fixed_lease = true;
   int lease_ms = 10'000;
-  /// Try once without waiting (no subscription) before the event-driven wait.
-  bool try_first = true;
+  /// Try once without waiting before the event-driven wait. dlock subscribes only once a waiter
+  /// finds the lock held, so this buys nothing; it only makes the harness able to tell
+  /// contended acquisitions apart (reported as lock_timing.waits).
+  bool try_first = false;
 };
 
 struct options {
@@ -67,18 +70,20 @@ struct row {
   std::string variant;
   int listers = 0;
   int buyers = 0;
-  double seconds = 0;         ///< measured: start signal to the last worker stopping
-  std::uint64_t listed = 0;   ///< items put on the market
-  std::uint64_t bought = 0;   ///< items bought
-  std::uint64_t retries = 0;  ///< failed EXECs inside purchase calls (never lock polling)
-  std::uint64_t stale = 0;    ///< purchases of an item gone (or repriced) when we got to it
+  double seconds = 0;          ///< measured: start signal to the last worker stopping
+  std::uint64_t listed = 0;    ///< items put on the market
+  std::uint64_t bought = 0;    ///< items bought
+  std::uint64_t retries = 0;   ///< failed EXECs inside purchase calls (never lock polling)
+  std::uint64_t stale = 0;     ///< purchases of an item gone (or repriced) when we got to it
   std::uint64_t timeouts = 0;  ///< list or purchase calls that reached the book's time limit
-  double wait_ms_a = 0;  ///< mean wall time of a successful purchase call
-  double wait_ms_b = 0;  ///< all buyer time inside purchase calls / bought
-  double p50_ms = 0;     ///< purchase call latency, successful calls only
+  double wait_ms_a = 0;        ///< mean wall time of a successful purchase call
+  double wait_ms_b = 0;        ///< all buyer time inside purchase calls / bought
+  double p50_ms = 0;           ///< purchase call latency, successful calls only
   double p99_ms = 0;
   /// listed + bought per second.
-  double per_second() const { return seconds > 0 ? static_cast<double>(listed + bought) / seconds : 0; }
+  double per_second() const {
+    return seconds > 0 ? static_cast<double>(listed + bought) / seconds : 0;
+  }
 };
 
 struct report {

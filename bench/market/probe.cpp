@@ -3,7 +3,7 @@
 //
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
-//                      [--no-try-first]
+//                      [--try-first]
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -27,7 +27,8 @@ std::vector<std::string> split(const std::string& text, char sep) {
 int usage(const char* self) {
   std::cerr << "usage: " << self
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
-               "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] [--no-try-first]\n";
+               "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
+               "[--try-first]\n";
   return 2;
 }
 
@@ -70,8 +71,8 @@ int main(int argc, char** argv) {
         o.dlock.simple = false;
       } else if (a == "--watchdog") {
         o.dlock.fixed_lease = false;
-      } else if (a == "--no-try-first") {
-        o.dlock.try_first = false;
+      } else if (a == "--try-first") {
+        o.dlock.try_first = true;
       } else {
         return usage(argv[0]);
       }

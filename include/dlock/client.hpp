@@ -32,6 +32,13 @@ struct client_options {
   std::chrono::milliseconds max_recheck{1'000};
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
+  /// Where fencing tokens come from. Empty (the default): one counter per lock name,
+  /// `redisson_lock_token:{NAME}`, as Redisson's fenced lock keeps it; that key stays after the
+  /// lock is gone, one per name ever locked. Set to a key name to draw every lock's tokens from
+  /// that one counter instead: tokens still strictly increase for each lock (they increase
+  /// overall), and locks on millions of names leave no key each. For a standalone server (a
+  /// script cannot reach two cluster slots); all clients locking a name must agree on it.
+  std::string fence_counter;
 
   /// `connection_options::from_url(url)` with the other settings at their defaults.
   static client_options from_url(std::string_view url);

@@ -75,7 +75,8 @@ const client_options& client::options() const noexcept {
 basic_lock::basic_lock(std::shared_ptr<lock_core> core, std::string name, kind k)
     : handle_(std::make_shared<detail::lock_handle>()) {
   handle_->core = std::move(core);
-  handle_->names = std::make_shared<const detail::lock_names>(std::move(name));
+  handle_->names = std::make_shared<const detail::lock_names>(
+      std::move(name), handle_->core->options().fence_counter);
   handle_->kind = k == kind::reentrant ? lock_kind::reentrant : lock_kind::simple;
 }
 
@@ -296,6 +297,20 @@ bool lease::release() noexcept {
   if (!state_) return false;
   auto s = std::move(state_);
   return s->core->release(*s);
+}
+
+void lease::release_async(std::function<void(bool)> done) noexcept {
+  if (!state_) {
+    if (done) {
+      try {
+        done(false);
+      } catch (...) {
+      }
+    }
+    return;
+  }
+  auto s = std::move(state_);
+  s->core->release_async(*s, std::move(done));
 }
 
 bool lease::valid() const noexcept {

@@ -21,9 +21,10 @@ bool has_hash_tag(std::string_view name) {
   return close != std::string_view::npos && close > open + 1;
 }
 
-lock_names::lock_names(std::string lock_name) : name(std::move(lock_name)) {
+lock_names::lock_names(std::string lock_name, const std::string& shared_fence_counter)
+    : name(std::move(lock_name)) {
   const std::string tagged = has_hash_tag(name) ? name : "{" + name + "}";
-  fence_key = "redisson_lock_token:" + tagged;
+  fence_key = shared_fence_counter.empty() ? "redisson_lock_token:" + tagged : shared_fence_counter;
   channel = "redisson_lock__channel:" + tagged;
 }
 
@@ -71,6 +72,8 @@ struct lock_core::op {
   acquire_machine machine;
   asio::steady_timer timer;
   std::uint64_t timer_epoch = 0;
+  bool may_queue = true;      // false: a single attempt, or a re-entry
+  bool direct_claim = false;  // its first attempt went out directly (see claim_direct)
   bool queued = false;
   bool attempting = false;
   bool woken_during_attempt = false;
@@ -94,9 +97,8 @@ struct lock_core::runtime {
   asio::steady_timer expiry_timer;
   bool renew_scheduled = false;
   std::unordered_map<std::string, waiter_queue> queues;
-  // Channels on which we just released to waiting clients: until their next unlock message (or
-  // max_recheck), our own new acquisitions wait their turn instead of racing the waiters.
-  std::unordered_map<std::string, steady::time_point> yields;
+  // When we last dropped a channel's subscription (see note_unsubscribed).
+  std::unordered_map<std::string, steady::time_point> unsubscribed;
 };
 
 // ---- construction ----
@@ -211,26 +213,95 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
   return r;
 }
 
+bool lock_core::holds_locally(const op& o) const {
+  if (o.req.kind != lock_kind::reentrant) return false;
+  std::lock_guard lock(grants_mutex_);
+  auto it = grants_.find(grant_key(o.req.kind, o.req.names->name, o.req.owner));
+  return it != grants_.end() && !it->second->lost;
+}
+
 void lock_core::acquire(acquire_request r) {
-  io().post([self = shared_from_this(), r = std::move(r)]() mutable {
-    self->start(std::make_shared<op>(self, std::move(r)));
-  });
+  auto o = std::make_shared<op>(shared_from_this(), std::move(r));
+  const auto now = steady::now();
+  // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
+  // waiters that are waiting for this very owner.
+  o->may_queue = !o->req.limits.single_attempt && !holds_locally(*o);
+  // The first attempt leaves from this thread when it can overtake no one here (no local
+  // waiter or attempt on this name, no yield in force): a free lock then costs one round trip
+  // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread.
+  if (!io().in_io_thread() && (!o->may_queue || claim_direct(o, now))) {
+    o->direct_claim = o->may_queue;
+    run_step(o, o->machine.start(now));
+    return;
+  }
+  io().post([o] { o->core->start(o); });
+}
+
+// ---- per-name activity, shared with user threads ----
+
+bool lock_core::claim_direct(const std::shared_ptr<op>& o, steady::time_point now) {
+  std::lock_guard lock(activity_mutex_);
+  auto [it, fresh] = activity_.try_emplace(o->req.names->channel);
+  if (!fresh && (it->second.local > 0 || now < it->second.yield_until)) return false;
+  it->second.local = 1;
+  it->second.yield_until = {};
+  it->second.direct = o;
+  return true;
+}
+
+// An acquisition that arrives while a direct first attempt on its name is in flight queues
+// behind it: the direct one, which came first, takes its place in the queue now.
+void lock_core::queue_direct_first(const std::string& channel) {
+  std::shared_ptr<op> first;
+  {
+    std::lock_guard lock(activity_mutex_);
+    if (auto it = activity_.find(channel); it != activity_.end()) first = it->second.direct.lock();
+  }
+  if (first && first->direct_claim && !first->queued && !first->finished) join_queue(first);
+}
+
+void lock_core::add_local(const std::string& channel, int delta, bool end_direct) {
+  std::lock_guard lock(activity_mutex_);
+  auto& a = activity_[channel];
+  a.local += delta;
+  if (end_direct) a.direct.reset();
+  if (a.local <= 0 && a.yield_until <= steady::now()) activity_.erase(channel);
+}
+
+bool lock_core::has_local(const std::string& channel) const {
+  std::lock_guard lock(activity_mutex_);
+  auto it = activity_.find(channel);
+  return it != activity_.end() && it->second.local > 0;
+}
+
+std::optional<steady::time_point> lock_core::yielding(const std::string& channel,
+                                                      steady::time_point now) {
+  std::lock_guard lock(activity_mutex_);
+  auto it = activity_.find(channel);
+  if (it == activity_.end() || it->second.yield_until <= now) return std::nullopt;
+  return it->second.yield_until;
+}
+
+void lock_core::set_yield(const std::string& channel, steady::time_point until) {
+  std::lock_guard lock(activity_mutex_);
+  activity_[channel].yield_until = until;
+}
+
+void lock_core::end_yield(const std::string& channel) {
+  std::lock_guard lock(activity_mutex_);
+  auto it = activity_.find(channel);
+  if (it == activity_.end()) return;
+  it->second.yield_until = {};
+  if (it->second.local <= 0) activity_.erase(it);
 }
 
 void lock_core::start(const std::shared_ptr<op>& o) {
   const auto now = steady::now();
-  bool reentry = false;
-  if (o->req.kind == lock_kind::reentrant) {
-    std::lock_guard lock(grants_mutex_);
-    auto it = grants_.find(grant_key(o->req.kind, o->req.names->name, o->req.owner));
-    reentry = it != grants_.end() && !it->second->lost;
-  }
-  // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
-  // waiters that are waiting for this very owner.
-  if (o->req.limits.single_attempt || reentry) {
+  if (!o->may_queue) {
     run_step(o, o->machine.start(now));
     return;
   }
+  queue_direct_first(o->req.names->channel);
   auto& q = join_queue(o);
   if (q.ops.size() > 1) {
     arm_op_timer(o, o->req.limits.deadline);  // until it is our turn, only the deadline matters
@@ -240,17 +311,6 @@ void lock_core::start(const std::shared_ptr<op>& o) {
   } else {
     run_step(o, o->machine.start(now));
   }
-}
-
-std::optional<steady::time_point> lock_core::yielding(const std::string& channel,
-                                                      steady::time_point now) {
-  auto it = rt_->yields.find(channel);
-  if (it == rt_->yields.end()) return std::nullopt;
-  if (it->second <= now) {
-    rt_->yields.erase(it);
-    return std::nullopt;
-  }
-  return it->second;
 }
 
 void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
@@ -276,6 +336,15 @@ void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point un
 void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
                                  steady::time_point sent_at) {
   o->attempting = false;
+  // The claim of a direct first attempt covers the name until the op is queued or finished;
+  // run below, it ends once either has happened (join_queue counts the op itself).
+  struct release_claim {
+    lock_core& core;
+    op& o;
+    ~release_claim() {
+      if (std::exchange(o.direct_claim, false)) core.add_local(o.req.names->channel, -1, true);
+    }
+  } claim{*this, *o};
   if (o->finished) return;
   const auto now = steady::now();
   if (ec) {
@@ -295,14 +364,19 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
     finish(o, {}, grant_hold(*o, status == 2, static_cast<std::uint64_t>(value), sent_at));
     return;
   }
-  if (o->queued) {
-    // Held by someone else: now it is worth listening for the release. (An uncontended
-    // acquisition never subscribes.) The confirmation triggers one more attempt, covering a
-    // release that happened before the subscription was live.
-    auto it = rt_->queues.find(o->req.names->channel);
-    if (it != rt_->queues.end()) subscribe(it->second, it->first);
-  }
   auto step = o->machine.on_busy(value, now);
+  if (step.kind == acquire_machine::step_kind::wait && o->may_queue) {
+    // Held by someone else: now it is worth queueing (if the first attempt went out directly)
+    // and listening for the release (an uncontended acquisition never subscribes). The
+    // subscription's confirmation triggers one more attempt, covering a release that happened
+    // before it was live.
+    auto& q = o->queued ? rt_->queues[o->req.names->channel] : join_queue(o);
+    if (q.ops.front() != o) {
+      arm_op_timer(o, o->req.limits.deadline);  // others were waiting first: our turn comes
+      return;
+    }
+    subscribe(q, o->req.names->channel);
+  }
   // An unlock message arrived while we were asking: the answer may already be stale.
   if (step.kind == acquire_machine::step_kind::wait && o->woken_during_attempt) {
     step = o->machine.on_wake(now);
@@ -371,14 +445,19 @@ void lock_core::finish(const std::shared_ptr<op>& o, std::error_code ec, lease l
     leave_queue(*o);
     // The next waiter becomes the head. If we just got the lock it is held: the new head waits
     // for the unlock message (or its lease). Otherwise it may be free: the head tries now.
+    // Posted rather than called: the next waiter may be finishing too (its deadline passed),
+    // and the one after it... each in its own turn of the loop, never one deep recursion.
     auto it = rt_->queues.find(o->req.names->channel);
     if (it != rt_->queues.end() && !it->second.ops.empty()) {
-      const auto& next = it->second.ops.front();
-      if (granted) {
-        run_step(next, next->machine.on_busy(o->req.lease_time.count(), steady::now()));
-      } else {
-        wake(next);
-      }
+      io().post([next = it->second.ops.front(), granted, lease_ms = o->req.lease_time.count()] {
+        auto& core = *next->core;
+        if (next->finished || !core.is_head(*next)) return;
+        if (granted) {
+          core.run_step(next, next->machine.on_busy(lease_ms, steady::now()));
+        } else {
+          core.wake(next);
+        }
+      });
     }
   }
   auto done = std::move(o->req.done);
@@ -416,7 +495,7 @@ lock_core::waiter_queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
   auto& q = rt_->queues[o->req.names->channel];
   q.ops.push_back(o);
   o->queued = true;
-  queued_ops_.fetch_add(1, std::memory_order_relaxed);
+  add_local(o->req.names->channel, +1);
   return q;
 }
 
@@ -439,9 +518,12 @@ void lock_core::leave_queue(const op& o) {
   auto& ops = it->second.ops;
   std::erase_if(ops, [&](const auto& p) { return p.get() == &o; });
   const_cast<op&>(o).queued = false;
-  queued_ops_.fetch_sub(1, std::memory_order_relaxed);
+  add_local(o.req.names->channel, -1);
   if (ops.empty()) {
-    if (it->second.subscription != 0) impl_.subscriber().remove(it->second.subscription);
+    if (it->second.subscription != 0) {
+      impl_.subscriber().remove(it->second.subscription);
+      note_unsubscribed(it->first);
+    }
     rt_->queues.erase(it);
   }
 }
@@ -466,7 +548,7 @@ void lock_core::on_unlock_message(const std::string& channel) {
     --q.own_messages_to_skip;  // the echo of our own release, already acted upon
     return;
   }
-  rt_->yields.erase(channel);  // someone else released: our turn to compete again
+  end_yield(channel);  // someone else released: our turn to compete again
   wake_head(channel);
 }
 
@@ -485,22 +567,50 @@ lock_core::release_note lock_core::before_release(const std::string& channel) {
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.ops.empty()) return {};
   ++it->second.releases_in_flight;
-  return {true, it->second.confirmed};
+  return {true, it->second.confirmed, it->second.subscription != 0};
 }
 
-// Our own release. Its unlock message reaches every subscribed client, us included, and the
+// An UNSUBSCRIBE takes a moment to reach the server: a publish meanwhile still counts us.
+void lock_core::note_unsubscribed(const std::string& channel) {
+  constexpr std::size_t sweep_above = 4096;  // names are unbounded; keep the table small
+  const auto now = steady::now();
+  if (rt_->unsubscribed.size() > sweep_above) {
+    std::erase_if(rt_->unsubscribed, [&](const auto& kv) { return now - kv.second > 1s; });
+  }
+  rt_->unsubscribed[channel] = now;
+}
+
+bool lock_core::maybe_subscribed(const std::string& channel) {
+  if (auto q = rt_->queues.find(channel); q != rt_->queues.end() && q->second.subscription != 0) {
+    return true;
+  }
+  auto it = rt_->unsubscribed.find(channel);
+  if (it == rt_->unsubscribed.end()) return false;
+  if (steady::now() - it->second > 1s) {
+    rt_->unsubscribed.erase(it);
+    return false;
+  }
+  return true;
+}
+
+// Our own release. Its unlock message reaches every subscribed client, perhaps us too, and the
 // reply says how many received it. If another client is waiting, we yield: it was just told the
 // lock is free, and racing it would only cost a failed attempt on one side (and starve remote
-// waiters, who hear of the release later than we do). Our head and our next acquisitions wait
-// for that client's release, or max_recheck at most. If no one else is waiting, our head need
-// not wait for the message's echo: it tries at once. Either way our own echo is skipped, so it
-// does not trigger a second, useless attempt.
-void lock_core::after_release(const std::string& channel, release_note note, const reply& r) {
+// waiters, who hear of the release later than we do). Our head and our next acquisitions hold
+// back for a few round trips, long enough for that client to take the lock; its release then
+// wakes us. When in doubt whether the count includes us, we assume it does: a missed yield costs
+// at most one failed attempt, a yield to nobody would cost the wait. If no one else is waiting,
+// our head need not wait for the message's echo: it tries at once. Our own echo, when we know
+// it is coming, is skipped, so it does not trigger a second, useless attempt.
+void lock_core::after_release(const std::string& channel, release_note note, const reply& r,
+                              steady::duration round_trip) {
   const bool released = r.is_integer() && r.integer() >= 1;
-  const int own = note.counted_subscriber ? 1 : 0;
-  const int others = released ? std::max(0, static_cast<int>(r.integer() - 1) - own) : 0;
+  const auto receivers = released ? r.integer() - 1 : 0;
+  const bool counted_us = note.requested || maybe_subscribed(channel);
+  const bool others = receivers - (counted_us ? 1 : 0) > 0;
   const auto now = steady::now();
-  if (others > 0) rt_->yields[channel] = now + options_.max_recheck;
+  const auto yield_for = std::clamp<steady::duration>(8 * round_trip, 2ms, options_.max_recheck);
+  if (others) set_yield(channel, now + yield_for);
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   auto& q = it->second;
@@ -512,16 +622,16 @@ void lock_core::after_release(const std::string& channel, release_note note, con
     if (held > 0) wake_head(channel);  // those were other clients' releases
     return;
   }
-  if (held >= own) {
-    held -= own;
+  const int own_echo = note.confirmed ? 1 : 0;
+  if (held >= own_echo) {
+    held -= own_echo;
   } else {
-    q.own_messages_to_skip += own - held;
+    q.own_messages_to_skip += own_echo - held;
   }
   if (q.ops.empty()) return;
   auto head = q.ops.front();
-  if (others > 0) {
-    if (!head->attempting)
-      arm_op_timer(head, std::min(now + options_.max_recheck, head->req.limits.deadline));
+  if (others) {
+    if (!head->attempting) arm_op_timer(head, std::min(now + yield_for, head->req.limits.deadline));
   } else {
     wake(head);
   }
@@ -625,40 +735,59 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
 
 bool lock_core::release(lease_state& hold) noexcept {
   try {
+    if (io().in_io_thread()) {
+      release_async(hold, nullptr);  // cannot wait for the reply on the thread that delivers it
+      return true;
+    }
+    auto result = std::make_shared<std::promise<bool>>();
+    auto future = result->get_future();
+    release_async(hold, [result](bool ok) { result->set_value(ok); });
+    return future.get();
+  } catch (...) {
+    counters.release_failures.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+}
+
+void lock_core::release_async(lease_state& hold, std::function<void(bool)> done) noexcept {
+  auto report = [&done](bool ok) {
+    if (done) call_quietly([&] { done(ok); });
+  };
+  try {
     const auto g = hold.g;
-    bool last = false;
     bool lost = false;
     {
       std::lock_guard lock(grants_mutex_);
       std::erase_if(g->on_lost, [&](const auto& e) { return e.first == hold.hold_id; });
-      last = --g->holds == 0;
       lost = g->lost.has_value();
       // Taking the grant out of the table stops its renewal before this returns: the watchdog
       // builds its batches under the same mutex.
-      if (last) unregister_grant_locked(*g);
+      if (--g->holds == 0) unregister_grant_locked(*g);
     }
     counters.releases.fetch_add(1, std::memory_order_relaxed);
-    if (lost) return false;
-
-    auto result = std::make_shared<std::promise<bool>>();
-    auto future = result->get_future();
+    if (lost) {
+      report(false);
+      return;
+    }
     // With no local waiters there is nothing to note before the reply: submit from here, without
     // a hop to the I/O thread. Otherwise the I/O thread notes the release first, so the echo of
     // our own unlock message is recognised.
-    const bool note_first = queued_ops_.load(std::memory_order_relaxed) > 0;
-    auto send = [self = shared_from_this(), g, result, note_first] {
+    const bool note_first = has_local(g->names->channel);
+    auto send = [self = shared_from_this(), g, done = std::move(done), note_first]() mutable {
       const auto note = note_first ? self->before_release(g->names->channel) : release_note{};
       const auto& n = *g->names;
       const std::string_view keys[] = {n.name, n.channel};
       const std::string lease_ms = ms_text(g->lease_time);
-      auto on_reply = [self, g, result, note](std::error_code ec, reply r) {
-        self->after_release(g->names->channel, note, ec ? reply() : r);
+      const auto sent_at = steady::now();
+      auto on_reply = [self, g, done = std::move(done), note, sent_at](std::error_code ec,
+                                                                       reply r) {
+        self->after_release(g->names->channel, note, ec ? reply() : r, steady::now() - sent_at);
         // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
         const bool ok = !ec && r.is_integer();
         if (!ok) self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
-        result->set_value(ok);
+        if (done) call_quietly([&] { done(ok); });
       };
-      const auto deadline = steady::now() + self->options_.connection.command_timeout;
+      const auto deadline = sent_at + self->options_.connection.command_timeout;
       if (g->kind == lock_kind::reentrant) {
         const std::string_view args[] = {lease_ms, g->owner, unlock_message};
         self->impl_.commands->submit_eval(self->reentrant_release, keys, args, deadline,
@@ -669,19 +798,14 @@ bool lock_core::release(lease_state& hold) noexcept {
                                           std::move(on_reply));
       }
     };
-    if (io().in_io_thread()) {
-      send();  // cannot wait for the reply on the thread that delivers it
-      return true;
-    }
-    if (note_first) {
+    if (note_first && !io().in_io_thread()) {
       io().post(std::move(send));
     } else {
       send();
     }
-    return future.get();
   } catch (...) {
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    report(false);
   }
 }
 

@@ -36,7 +36,8 @@ enum class lock_kind { reentrant, simple };
 /// hash tag ({...}) it is used as is, otherwise it is wrapped in one, so that all of a lock's
 /// keys live in one cluster slot.
 struct lock_names {
-  explicit lock_names(std::string lock_name);
+  /// `shared_fence_counter`: client_options::fence_counter (empty: a counter per name).
+  lock_names(std::string lock_name, const std::string& shared_fence_counter = {});
   std::string name;
   std::string fence_key;  // redisson_lock_token:{NAME}
   std::string channel;    // redisson_lock__channel:{NAME}
@@ -119,6 +120,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void acquire(acquire_request r);
   /// Releases one hold. Blocks for the server's answer unless on the I/O thread.
   bool release(lease_state& hold) noexcept;
+  /// Releases one hold without waiting; `done` (may be empty) learns the outcome on the I/O
+  /// thread, or inline if the hold was already lost.
+  void release_async(lease_state& hold, std::function<void(bool)> done) noexcept;
   /// Extends a hold's grant to `lease_time` from now.
   bool extend(lease_state& hold, std::chrono::milliseconds lease_time);
   /// Reads a hold's grant state under the grants mutex.
@@ -155,6 +159,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void finish(const std::shared_ptr<op>& o, std::error_code ec, lease l);
   void discard_uncertain_grant(const op& o);
   bool is_head(const op& o) const;
+  bool holds_locally(const op& o) const;
 
   // Waiter queues (I/O thread).
   waiter_queue& join_queue(const std::shared_ptr<op>& o);
@@ -163,13 +168,23 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void on_subscribed(const std::string& channel);
   void wake_head(const std::string& channel);
   struct release_note {
-    bool tracked = false;             // local waiters existed: messages are held meanwhile
-    bool counted_subscriber = false;  // our subscription was live, so the publish counts us
+    bool tracked = false;    // local waiters existed: messages are held meanwhile
+    bool confirmed = false;  // our subscription was live: its echo will come
+    bool requested = false;  // our subscription was at least on its way: it may be counted
   };
   release_note before_release(const std::string& channel);
-  void after_release(const std::string& channel, release_note note, const reply& r);
+  void after_release(const std::string& channel, release_note note, const reply& r,
+                     steady::duration round_trip);
+  void note_unsubscribed(const std::string& channel);
+  bool maybe_subscribed(const std::string& channel);
   void subscribe(waiter_queue& q, const std::string& channel);
   std::optional<steady::time_point> yielding(const std::string& channel, steady::time_point now);
+  bool claim_direct(const std::shared_ptr<op>& o, steady::time_point now);
+  void queue_direct_first(const std::string& channel);
+  void add_local(const std::string& channel, int delta, bool end_direct = false);
+  bool has_local(const std::string& channel) const;
+  void set_yield(const std::string& channel, steady::time_point until);
+  void end_yield(const std::string& channel);
 
   // Grants, renewal and expiry.
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
@@ -195,7 +210,17 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::uint64_t next_hold_id_ = 1;
   steady::time_point expiry_armed_at_ = steady::time_point::max();
 
-  std::atomic<std::size_t> queued_ops_{0};  // acquisitions waiting in the queues, any channel
+  // Per lock channel: local acquisitions queued or attempting, and until when we yield to other
+  // clients after a release (see after_release). Read by user threads to decide whether a first
+  // attempt may leave directly, so it is guarded by a mutex rather than confined to the I/O
+  // thread. Entries exist only while something is going on.
+  struct activity {
+    int local = 0;
+    steady::time_point yield_until{};
+    std::weak_ptr<op> direct;  // a first attempt sent directly, not yet answered
+  };
+  mutable std::mutex activity_mutex_;
+  std::unordered_map<std::string, activity> activity_;
   std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there
 };
 

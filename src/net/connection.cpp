@@ -359,6 +359,7 @@ void connection::connection_failed(std::error_code ec) {
   transport_->close();
   state_ = state::backoff;
   writing_ = false;
+  write_deferred_ = false;
   write_buffer_.clear();
   counters_.connection_losses.fetch_add(1, std::memory_order_relaxed);
   // Everything the callers were waiting on at the moment of the drop fails now, whether it had
@@ -427,7 +428,7 @@ void connection::close(std::error_code reason) {
 
 // ---- reading and writing ----
 
-void connection::start_write() {
+void connection::start_write(bool flush_small) {
   std::size_t count = 0;
   {
     std::lock_guard lock(mutex_);
@@ -438,6 +439,16 @@ void connection::start_write() {
     if (writing_) return;  // the write in flight calls us again when it completes
     if (outbox_.empty()) {
       writer_active_ = false;
+      return;
+    }
+    // Many replies are on their way, and each will wake a caller who adds a command: a handful
+    // of commands can wait for them and leave together at the end of the next batch of replies
+    // (on_bytes_read) rather than in a write each. With few callers nothing waits: latency first.
+    constexpr std::size_t small_batch = 4;
+    constexpr std::size_t busy = 8;
+    if (!flush_small && mode_ == mode::commands && outbox_pending_.size() < small_batch &&
+        inflight_.size() >= busy) {
+      write_deferred_ = true;  // and we stay the writer
       return;
     }
     std::swap(outbox_, write_buffer_);
@@ -500,7 +511,7 @@ void connection::on_bytes_read() {
     dispatch(std::move(r));
     if (e != epoch_) return;  // the reply's handler failed or closed the connection
   }
-  if (holding) start_write();
+  if (holding || std::exchange(write_deferred_, false)) start_write(true);
 }
 
 void connection::dispatch(reply&& r) {

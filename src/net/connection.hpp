@@ -126,7 +126,7 @@ class connection {
   void write_rest(std::string rest, std::uint64_t epoch);
   std::size_t move_outbox_to_inflight_locked();
   void forget_socket();
-  void start_write();
+  void start_write(bool flush_small = false);
   void start_read();
   void on_bytes_read();
   void dispatch(reply&& r);
@@ -166,6 +166,7 @@ class connection {
   wire::resp_parser parser_;
   std::string write_buffer_;
   bool writing_ = false;
+  bool write_deferred_ = false;  // a small batch waits for the next replies (start_write)
   std::size_t handshake_replies_left_ = 0;
   std::size_t handshake_replies_seen_ = 0;
   clock::time_point armed_at_ = clock::time_point::max();

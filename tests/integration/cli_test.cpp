@@ -269,5 +269,64 @@ TEST(CliDemo, TourRunsAndLeavesNoProcessBehind) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+// `dlock bench` on its own private server prints the documented JSON (and, when gnuplot is
+// installed, draws its charts). Speed is not judged; usage errors exit 64 with one line.
+TEST(CliBench, PrintsTheDocumentedJsonAndDrawsCharts) {
+  if (!embedded::server_available()) GTEST_SKIP() << "redis-server is not installed";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"bench", "nosuch"}, {"bench", "--seconds", "0"}, {"bench", "--seconds", "x"}}) {
+    const auto r = dlock_cli(args);
+    EXPECT_EQ(r.code, 64) << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  }
+  // Results on stdout only: progress goes to stderr, which is not captured here.
+  const auto bench = [](std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), DLOCK_CLI);
+    child_process p(args, {.capture_stdout = true, .env = std::move(env)});
+    auto output = p.drain();
+    return outcome{p.wait(120s), std::move(output)};
+  };
+  const auto check = [](const nlohmann::json& j) {
+    const auto& rows = j.at("scenarios");
+    ASSERT_TRUE(rows.is_array());
+    ASSERT_FALSE(rows.empty());
+    for (const auto& row : rows) {
+      EXPECT_EQ(row.at("name").get<std::string>().rfind("uncontended.", 0), 0u) << row;
+      EXPECT_TRUE(row.at("metric").is_string()) << row;
+      EXPECT_TRUE(row.at("dlock").is_number()) << row;
+      EXPECT_TRUE(row.at("reference").is_number()) << row;
+      EXPECT_TRUE(row.at("reference_name").is_string()) << row;
+      EXPECT_TRUE(row.at("ratio").is_number()) << row;
+      EXPECT_TRUE(row.at("latency_us").at("dlock").at("p99").is_number()) << row;
+      EXPECT_TRUE(row.at("latency_us").at("reference").at("p50").is_number()) << row;
+    }
+  };
+  const auto r = bench({"bench", "uncontended", "--seconds", "0.2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  check(nlohmann::json::parse(r.output));
+
+  if (!embedded::server_available("gnuplot")) {
+    std::cout << "gnuplot is not installed: --plot not checked\n";
+    return;
+  }
+  char tmpl[] = "/tmp/dlock-bench-plot-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/charts";  // created by dlock
+  // DLOCK_URL does not send bench to a server: an unreachable one changes nothing.
+  const auto plotted = bench({"bench", "uncontended", "--seconds", "0.2", "--json", "--plot", dir},
+                             {"DLOCK_URL=redis://127.0.0.1:1"});
+  EXPECT_EQ(plotted.code, 0) << plotted.output;
+  if (plotted.code == 0) {
+    const auto j = nlohmann::json::parse(plotted.output);
+    check(j);
+    const std::string png = dir + "/latency_uncontended.png";
+    EXPECT_EQ(j.at("plots"), nlohmann::json::array({png}));
+    EXPECT_GT(std::filesystem::file_size(png), 0u);
+    EXPECT_TRUE(std::filesystem::exists(dir + "/latency_uncontended.gp"));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/latency_uncontended.dat"));
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
 }  // namespace
 }  // namespace dlock::testing

@@ -1,0 +1,196 @@
+#include "bench_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <system_error>
+#include <utility>
+
+#include <dlock/dlock.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench_support.hpp"
+#include "embedded/redis_server.hpp"
+
+namespace dlock::bench {
+
+namespace {
+
+const char* const references_text =
+    "\nratio = dlock / reference, both measured in this run, interleaved (for latencies,\n"
+    "commands/acquisition and CPU, lower is better). Targets are shown, never judged.\n"
+    "References:\n"
+    "  raw SET NX PX + compare-and-delete: SET key token NX PX 30000, then EVALSHA of a\n"
+    "    GET/DEL script, through the same dlock::redis_client as the lock.\n"
+    "  2 x PING: two PINGs per pair through that redis_client (one round trip each).\n"
+    "  redis-benchmark -c N -P P: the simple lock's acquire and release scripts (EVALSHA),\n"
+    "    keys spread with -r. A pair is two requests, so its pairs/s =\n"
+    "    1/(1/acquire rps + 1/release rps) = its requests/s over both runs / 2.\n"
+    "  zero-sleep try_acquire() spin: the same workers, one client each, calling\n"
+    "    try_acquire() (one attempt) in a tight loop.\n"
+    "  DESIGN target: the number from DESIGN.md section 6 itself.\n"
+    "Commands are client-issued ones from INFO commandstats (evalsha, eval, [p]subscribe,\n"
+    "[p]unsubscribe; set and ping for the raw and PING references).\n";
+
+int rounds_for(const bench_run_options& o) {
+  if (o.rounds > 0) return o.rounds;
+  return std::clamp(static_cast<int>(o.seconds / 0.25), 1, 6);
+}
+
+}  // namespace
+
+const std::vector<std::string>& scenario_names() {
+  static const std::vector<std::string> names{"uncontended", "throughput", "handoff", "watchdog"};
+  return names;
+}
+
+std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream& out,
+                                       const progress_callback& progress,
+                                       const progress_callback& warn) {
+  namespace emb = dlock::embedded;
+  const auto say = [&](const std::string& m) {
+    if (progress) progress(m);
+  };
+  const auto warning = [&](std::string_view m) {
+    if (warn) {
+      warn(m);
+    } else if (progress) {
+      progress(m);
+    }
+  };
+
+  // ---- everything that can be checked before running ----
+  for (const auto& name : o.scenarios) {
+    const auto& known = scenario_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw bench_usage_error("unknown scenario '" + name +
+                              "' (expected uncontended, throughput, handoff or watchdog)");
+    }
+  }
+  std::vector<std::string> chosen;
+  for (const auto& name : scenario_names()) {
+    if (o.scenarios.empty() ||
+        std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end()) {
+      chosen.push_back(name);
+    }
+  }
+  if (!(o.seconds > 0) || !std::isfinite(o.seconds)) {
+    throw bench_usage_error("the duration of a measurement must be a positive number of seconds");
+  }
+  const bool wants_throughput =
+      std::find(chosen.begin(), chosen.end(), "throughput") != chosen.end();
+  if (wants_throughput && !emb::server_available(o.redis_benchmark)) {
+    throw missing_program(o.redis_benchmark +
+                          " not found; the throughput scenario needs it (Debian: apt-get install "
+                          "redis-tools)");
+  }
+  if (o.url.empty() && !emb::server_available()) {
+    throw missing_program(
+        "redis-server not found; install it (Debian: apt-get install redis-server) or give a "
+        "server's URL");
+  }
+  if (!o.plot_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.plot_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.plot_dir)) {
+      throw bench_usage_error("cannot create the plot directory " + o.plot_dir + ": " +
+                              (ec ? ec.message() : "not a directory"));
+    }
+  }
+
+  // ---- the server ----
+  std::unique_ptr<emb::redis_server> embedded;
+  std::string url = o.url;
+  if (url.empty()) {
+    say("starting a private redis-server");
+    embedded = std::make_unique<emb::redis_server>();  // stopped by its destructor
+    url = embedded->url();
+  }
+  std::string where;
+  {
+    redis_client control(url);
+    where = control.options().redacted_url() + " (" + (embedded ? "private " : "") +
+            "redis-server " + server_version(control) + ")";
+  }
+  const int rounds = rounds_for(o);
+  const std::string settings_text = format("%g s per measurement in %d interleaved slice%s",
+                                           o.seconds, rounds, rounds == 1 ? "" : "s");
+  say(where + ", " + settings_text);
+
+  // ---- the scenarios ----
+  bench_settings s;
+  s.url = url;
+  s.seconds = o.seconds;
+  s.rounds = rounds;
+  s.redis_benchmark = o.redis_benchmark;
+  std::size_t current = 0;
+  s.progress = [&](std::string_view m) {
+    say(format("[%zu/%zu] %.*s", current, chosen.size(), static_cast<int>(m.size()), m.data()));
+  };
+
+  std::vector<scenario_result> results;
+  const auto append = [&](std::vector<scenario_result> r) {
+    results.insert(results.end(), std::make_move_iterator(r.begin()),
+                   std::make_move_iterator(r.end()));
+  };
+  for (const auto& name : chosen) {
+    ++current;
+    s.progress(name + ": starting");
+    if (name == "uncontended") {
+      append(run_uncontended(s));
+    } else if (name == "throughput") {
+      throughput_options t;
+      if (o.quick) t.threads = {1, 4};
+      if (!o.threads.empty()) t.threads = o.threads;
+      t.try_acquire = o.throughput_try_acquire;
+      append(run_throughput(s, t));
+    } else if (name == "handoff") {
+      handoff_options h;
+      h.workers = o.workers;
+      h.shared_client_variant = o.shared_client_variant && !o.quick;
+      h.reentrant = !o.simple_handoff;
+      append(run_handoff(s, h));
+    } else if (name == "watchdog") {
+      watchdog_options w;
+      if (o.quick) {
+        w.leases = 1000;
+        w.lease = std::chrono::milliseconds(600);
+        w.period = std::chrono::milliseconds(200);
+        w.periods = 2;
+      }
+      if (o.leases > 0) w.leases = o.leases;
+      if (o.watchdog_lease_ms > 0) w.lease = std::chrono::milliseconds(o.watchdog_lease_ms);
+      if (o.watchdog_period_ms > 0) w.period = std::chrono::milliseconds(o.watchdog_period_ms);
+      append(run_watchdog(s, w));
+    }
+  }
+  embedded.reset();  // the private server is no longer needed
+
+  // ---- charts, then the results ----
+  std::vector<std::string> plots;
+  if (!o.plot_dir.empty()) {
+    say("drawing charts in " + o.plot_dir);
+    plots = write_plots(results, {o.plot_dir, o.gnuplot, where + ", " + settings_text}, warning);
+  }
+  if (o.json) {
+    nlohmann::ordered_json j{{"scenarios", results}};
+    if (!o.plot_dir.empty()) j["plots"] = plots;
+    out << j.dump(2) << '\n';
+  } else {
+    out << '\n' << where << ", " << settings_text << "\n\n";
+    out << format_results_table(results, o.with_extra);
+    out << references_text;
+    if (!plots.empty()) {
+      out << "\nCharts:\n";
+      for (const auto& p : plots)
+        out << "  " << p << '\n';
+    }
+  }
+  out.flush();
+  return results;
+}
+
+}  // namespace dlock::bench

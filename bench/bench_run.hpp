@@ -1,0 +1,103 @@
+// The lock benchmark as one call, shared by `dlock_lock_bench` and the CLI's `dlock bench`:
+// picks the server (a private redis-server unless a URL is given), runs the chosen scenarios,
+// prints their results as a table or JSON, and optionally draws charts with gnuplot. The callers
+// only parse their flags and decide where progress and warnings go.
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lock_scenarios.hpp"
+
+namespace dlock::bench {
+
+/// The scenarios run_bench knows, in the order it runs them: "uncontended", "throughput",
+/// "handoff", "watchdog".
+const std::vector<std::string>& scenario_names();
+
+struct bench_run_options {
+  /// Scenarios to run (names from scenario_names(), in any order; duplicates are ignored). They
+  /// always run in scenario_names()'s order. Empty: all of them.
+  std::vector<std::string> scenarios;
+  /// The server (redis://, rediss:// or unix://). Empty: a private redis-server on a free
+  /// loopback port, started for the run and stopped at its end.
+  std::string url;
+  /// Duration of each measurement (dlock's and each reference's); bench_settings::seconds.
+  double seconds = 3;
+  /// Interleaved slices per measurement (bench_settings::rounds). 0: from `seconds`, one slice
+  /// per 0.25 s, between 1 and 6.
+  int rounds = 6;
+  bool json = false;       ///< JSON ({"scenarios": [...]}) instead of the table
+  bool with_extra = true;  ///< the table is followed by each row's extra fields
+  /// Smaller runs: throughput at 1 and 4 threads, 1000 watchdog leases with short periods, no
+  /// shared-client hand-off variant.
+  bool quick = false;
+  /// When not empty: write the charts' data, gnuplot scripts and PNGs into this directory
+  /// (created if needed); see write_plots().
+  std::string plot_dir;
+  std::string gnuplot = "gnuplot";
+  std::string redis_benchmark = "redis-benchmark";
+
+  // Scenario knobs (0 or empty: the scenario's default).
+  std::vector<int> threads;  ///< throughput thread counts
+  bool throughput_try_acquire = false;
+  int workers = 8;  ///< hand-off workers
+  bool shared_client_variant = true;
+  bool simple_handoff = false;
+  std::size_t leases = 0;  ///< watchdog
+  int watchdog_lease_ms = 0;
+  int watchdog_period_ms = 0;
+};
+
+/// Options that cannot work: an unknown scenario, a non-positive duration, a plot directory that
+/// cannot be created. Thrown before anything runs.
+class bench_usage_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A program the run needs is not installed: redis-server (no URL given) or redis-benchmark
+/// (the throughput scenario). Thrown before anything runs; the message says what to install.
+class missing_program : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Runs the benchmark and writes its results to `out`: the table (preceded by the server and the
+/// settings, followed by the references' descriptions and, with plot_dir, the charts' paths), or
+/// `{"scenarios": [scenario_result, ...]}` (plus "plots": [path, ...] with plot_dir). Progress
+/// goes to `progress` one line at a time as the run advances; warnings (gnuplot missing or
+/// failing: the results are still written) to `warn`, or to `progress` when `warn` is empty.
+/// Either may be empty. Returns the results.
+/// Throws bench_usage_error, missing_program, embedded::server_error (the private server failed
+/// to start), dlock::error (talking to the server) and std::runtime_error (a scenario failed).
+std::vector<scenario_result> run_bench(const bench_run_options& options, std::ostream& out,
+                                       const progress_callback& progress,
+                                       const progress_callback& warn = {});
+
+// ---- charts ------------------------------------------------------------------------------------
+
+struct plot_settings {
+  std::string dir;                  ///< must exist
+  std::string gnuplot = "gnuplot";  ///< the program
+  std::string caption;              ///< a line under each chart's title (server, settings)
+};
+
+/// Writes, for each chart the results allow, DIR/NAME.dat (the data), DIR/NAME.gp (a gnuplot
+/// script that reads it; `cd DIR && gnuplot NAME.gp` redraws it) and runs gnuplot to draw
+/// DIR/NAME.png:
+///  - throughput: pairs/s against threads (throughput rows): dlock, redis-benchmark -c N -P 1
+///    and the redis-benchmark ceiling;
+///  - latency_uncontended: the lock+unlock pair latency distributions of dlock's variants and the
+///    raw and PING references (uncontended rows), as a CDF and as tail percentiles;
+///  - latency_handoff: the release->next-holder distributions of dlock's variants and the spin
+///    reference (handoff rows), likewise.
+/// Returns the PNGs drawn. gnuplot missing, or failing on a chart, is reported through `warn` (one
+/// line) and leaves the .dat and .gp files in place.
+std::vector<std::string> write_plots(const std::vector<scenario_result>& results,
+                                     const plot_settings& settings, const progress_callback& warn);
+
+}  // namespace dlock::bench
