@@ -60,7 +60,9 @@ struct client_stats {
 
 /// A client of one Redis server that hands out locks. Copies are cheap and share one
 /// connection, one I/O thread, one watchdog and one pub/sub subscription per waited-on lock;
-/// everything closes when the last copy, lock and lease is gone. Thread-safe.
+/// everything closes when the last copy, lock and lease is gone (asynchronous acquisitions still
+/// waiting then complete with errc::client_closed). Do not let the last of them go inside a
+/// callback, on the client's own I/O thread. Thread-safe.
 ///
 /// Each client has a random UUID; reentrant holds are owned by "<uuid>:<thread id>" (or an
 /// explicit owner id), as in Redisson, so two clients never share ownership.

@@ -65,9 +65,12 @@ void call_quietly(F&& f) noexcept {
 // ---- I/O-thread state ----
 
 struct lock_core::op {
-  op(std::shared_ptr<lock_core> c, acquire_request r)
-      : core(std::move(c)), req(std::move(r)), machine(req.limits), timer(core->io().context()) {}
-  std::shared_ptr<lock_core> core;  // keeps the client alive while an acquisition is pending
+  op(lock_core* c, acquire_request r)
+      : core(c), req(std::move(r)), machine(req.limits), timer(core->io().context()) {}
+  // Not an owner: the client's handles keep the core alive, and the core's destructor finishes
+  // every acquisition still pending (with errc::client_closed) before it lets go of anything.
+  // So no handler on the I/O thread ever holds the last reference to the client.
+  lock_core* core;
   acquire_request req;
   acquire_machine machine;
   asio::steady_timer timer;
@@ -144,9 +147,21 @@ lock_core::lock_core(client_options options)
                                                       : options_.watchdog_lease / 3) {}
 
 lock_core::~lock_core() {
-  // Timers and queues belong to the I/O thread; their pending handlers hold only weak
-  // references and find the core gone.
-  io().run([&] { rt_.reset(); });
+  io().run([&] {
+    // Everything still in flight ends now, while the core is whole: replies to attempts and
+    // releases fail with client_closed, then every acquisition still waiting is told so.
+    impl_.commands->close(errc::client_closed);
+    std::vector<std::shared_ptr<op>> waiting;
+    {
+      std::lock_guard lock(ops_mutex_);
+      waiting.assign(pending_ops_.begin(), pending_ops_.end());
+    }
+    for (const auto& o : waiting)
+      finish(o, errc::client_closed, {});
+    // Timers and queues belong to the I/O thread; their pending handlers hold only weak
+    // references and find the core gone.
+    rt_.reset();
+  });
 }
 
 client_stats lock_core::stats() const noexcept {
@@ -221,7 +236,11 @@ bool lock_core::holds_locally(const op& o) const {
 }
 
 void lock_core::acquire(acquire_request r) {
-  auto o = std::make_shared<op>(shared_from_this(), std::move(r));
+  auto o = std::make_shared<op>(this, std::move(r));
+  {
+    std::lock_guard lock(ops_mutex_);
+    pending_ops_.insert(o);
+  }
   const auto now = steady::now();
   // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
   // waiters that are waiting for this very owner.
@@ -438,6 +457,10 @@ void lock_core::wake(const std::shared_ptr<op>& o) {
 void lock_core::finish(const std::shared_ptr<op>& o, std::error_code ec, lease l) {
   if (o->finished) return;
   o->finished = true;
+  {
+    std::lock_guard lock(ops_mutex_);
+    pending_ops_.erase(o);
+  }
   ++o->timer_epoch;
   o->timer.cancel();
   const bool granted = static_cast<bool>(l);
@@ -773,7 +796,8 @@ void lock_core::release_async(lease_state& hold, std::function<void(bool)> done)
     // a hop to the I/O thread. Otherwise the I/O thread notes the release first, so the echo of
     // our own unlock message is recognised.
     const bool note_first = has_local(g->names->channel);
-    auto send = [self = shared_from_this(), g, done = std::move(done), note_first]() mutable {
+    // `self` is not an owner, for the reason given at lock_core::op.
+    auto send = [self = this, g, done = std::move(done), note_first]() mutable {
       const auto note = note_first ? self->before_release(g->names->channel) : release_note{};
       const auto& n = *g->names;
       const std::string_view keys[] = {n.name, n.channel};

@@ -18,6 +18,7 @@
 #include <stop_token>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dlock/client.hpp"
@@ -219,6 +220,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
     steady::time_point yield_until{};
     std::weak_ptr<op> direct;  // a first attempt sent directly, not yet answered
   };
+  std::mutex ops_mutex_;
+  std::unordered_set<std::shared_ptr<op>> pending_ops_;  // acquisitions not finished yet
   mutable std::mutex activity_mutex_;
   std::unordered_map<std::string, activity> activity_;
   std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there

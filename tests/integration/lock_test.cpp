@@ -496,3 +496,25 @@ TEST_F(Locks, LocalWaitersAreServedInArrivalOrder) {
 
 }  // namespace
 }  // namespace dlock::testing
+
+namespace dlock::testing {
+namespace {
+
+TEST_F(Locks, DroppingTheLastClientHandleEndsPendingAcquisitions) {
+  auto holder = make_client();
+  auto held = holder.simple(key("s")).try_acquire();
+  ASSERT_TRUE(held);
+  std::promise<std::error_code> ended;
+  {
+    auto c = make_client();
+    c.simple(key("s")).acquire_async(
+        30s, [&](std::error_code ec, lease l) { ended.set_value(l ? std::error_code{} : ec); });
+  }  // the client's last handle goes: the waiting acquisition is told, not left hanging
+  auto f = ended.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), errc::client_closed);
+  EXPECT_TRUE(held.valid());
+}
+
+}  // namespace
+}  // namespace dlock::testing
