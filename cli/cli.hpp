@@ -71,4 +71,14 @@ struct bench_args {
 };
 int bench(const bench_args& args);
 
+struct market_args {
+  std::string url;     // empty: a private redis-server (DLOCK_URL is not read)
+  bool flush = false;  // allow FLUSHALL on the --url server
+  double seconds = 60;
+  std::vector<std::string> variants;  // empty: all
+  std::vector<std::string> loads;     // "LISTERS/BUYERS"; empty: 1/1, 5/1, 5/5
+  bool json = false;
+};
+int market(const market_args& args);
+
 }  // namespace dlock::cli

@@ -65,6 +65,7 @@ Examples:
   dlock unlock --force nightly-report
   dlock demo                                          a tour on a private redis-server
   dlock bench --seconds 1                             the locks beside same-run references
+  dlock market --seconds 3                            Redis in Action's marketplace, beside the book
 
 The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
   URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path
@@ -160,6 +161,33 @@ Examples:
   unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock")->required();
   unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
 
+  market_args market_opts;
+  auto* market_cmd = app.add_subcommand(
+      "market",
+      "Redis in Action's marketplace: WATCH vs locks vs fine-grained locks (docs/cli.md)");
+  market_cmd->add_option("--seconds", market_opts.seconds, "Length of each run (default 60)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->type_name("N");
+  market_cmd
+      ->add_option("--variants", market_opts.variants,
+                   "Comma-separated: watch, book-lock, book-fine, dlock-coarse, dlock-fine, script")
+      ->delimiter(',')
+      ->type_name("LIST");
+  market_cmd
+      ->add_option("--loads", market_opts.loads,
+                   "Comma-separated LISTERS/BUYERS (default 1/1,5/1,5/5)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  market_cmd->add_flag("--json", market_opts.json, "Print JSON (schema: docs/cli.md)");
+  market_cmd->add_flag("--flush", market_opts.flush,
+                       "Allow FLUSHALL on the --url server (required with --url)");
+  market_cmd->footer(R"(
+Every run starts on a flushed database, so by default it brings its own redis-server.
+Examples:
+  dlock market --seconds 3
+  dlock market --variants watch,dlock-fine --loads 5/5 --json
+  dlock --url redis://scratch:6379 market --flush)");
+
   auto* demo_cmd = app.add_subcommand("demo", "A tour on a private redis-server (under a minute)");
 
   bench_args bench_opts;
@@ -242,6 +270,11 @@ Examples:
   if (*ls_cmd) return list(resolve_url(urls), pattern, ls_json);
   if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name);
   if (*demo_cmd) return demo(self_path(argv[0]));
+  if (*market_cmd) {
+    // Only an explicit --url, and only with --flush: every run begins with FLUSHALL.
+    if (!urls.empty()) market_opts.url = resolve_url(urls);
+    return market(market_opts);
+  }
   if (*bench_cmd) {
     // Only an explicit --url: DLOCK_URL must not send a benchmark to a shared server silently.
     if (!urls.empty()) bench_opts.url = resolve_url(urls);

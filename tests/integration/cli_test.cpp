@@ -330,3 +330,32 @@ TEST(CliBench, PrintsTheDocumentedJsonAndDrawsCharts) {
 
 }  // namespace
 }  // namespace dlock::testing
+
+namespace dlock::testing {
+namespace {
+
+// A smoke test: the marketplace runs every variant at every load and prints the documented JSON.
+// What the numbers say is for docs/benchmarks.md, never a pass/fail here.
+TEST(CliMarket, RunsEveryRowAndPrintsTheDocumentedJson) {
+  const auto r = dlock_cli({"market", "--seconds", "0.3", "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto start = r.output.find('{');
+  ASSERT_NE(start, std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(start));
+  const auto& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 18u);  // 6 variants x 3 loads
+  for (const auto& row : rows) {
+    for (const char* field : {"variant", "listers", "buyers", "seconds", "listed", "bought",
+                              "retries", "stale", "timeouts", "wait_ms_a", "wait_ms_b", "p50_ms",
+                              "p99_ms"}) {
+      EXPECT_TRUE(row.contains(field)) << field;
+    }
+  }
+  EXPECT_TRUE(j.at("choices").is_object());
+  // A shared server is never flushed without being asked to.
+  const auto refused = dlock_cli({"--url", "redis://127.0.0.1:1", "market", "--seconds", "1"});
+  EXPECT_EQ(refused.code, 64) << refused.output;
+}
+
+}  // namespace
+}  // namespace dlock::testing
