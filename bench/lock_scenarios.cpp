@@ -484,6 +484,52 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
 
 }  // namespace
 
+namespace {
+
+// `chains` acquire → release chains kept going from completion callbacks for `seconds`, each on
+// its own lock: pairs/s with no thread parked per lock.
+double run_async_chains(std::vector<simple_lock>& locks, int chains, double seconds,
+                        const lease_options& lo) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> pairs{0};
+  std::atomic<int> live{chains};
+  std::atomic<bool> failed{false};
+  std::promise<void> all_done;
+  std::function<void(int)> step = [&](int i) {
+    if (stop.load(std::memory_order_relaxed)) {
+      if (live.fetch_sub(1) == 1) all_done.set_value();
+      return;
+    }
+    locks[static_cast<std::size_t>(i)].acquire_async(
+        std::chrono::seconds(10),
+        [&, i](std::error_code ec, lease l) {
+          if (ec || !l) {
+            failed = true;
+            stop = true;
+            if (live.fetch_sub(1) == 1) all_done.set_value();
+            return;
+          }
+          l.release_async([&, i](bool ok) {
+            if (!ok) failed = true;
+            pairs.fetch_add(1, std::memory_order_relaxed);
+            step(i);
+          });
+        },
+        lo);
+  };
+  const auto started = clock_type::now();
+  for (int i = 0; i < chains; ++i)
+    step(i);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  all_done.get_future().wait();
+  const double elapsed = seconds_between(started, clock_type::now());
+  if (failed) throw std::runtime_error("throughput: an asynchronous lock chain failed");
+  return static_cast<double>(pairs.load()) / elapsed;
+}
+
+}  // namespace
+
 std::vector<scenario_result> run_throughput(const bench_settings& s, const throughput_options& o) {
   check_settings(s);
   redis_client control(s.url);
@@ -502,8 +548,9 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
 
   client c(s.url);
   const auto lo = fixed_lease(o.lease);
-  const int max_threads =
-      o.threads.empty() ? 0 : *std::max_element(o.threads.begin(), o.threads.end());
+  int max_threads = o.threads.empty() ? 0 : *std::max_element(o.threads.begin(), o.threads.end());
+  for (int chains : o.async_chains)
+    max_threads = std::max(max_threads, chains);
   std::vector<simple_lock> locks;
   for (int i = 0; i < max_threads; ++i) {
     locks.push_back(c.simple("dlock-bench:tp:" + std::to_string(i)));
@@ -514,6 +561,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
   const int rounds = rounds_of(s);
   const double slice = s.seconds / rounds;
   double ceiling_estimate = 0;  // requests/s; 0: redis-benchmark sizes its first run minimally
+  std::vector<rb_pair> all_ceiling;
   std::vector<scenario_result> results;
   for (std::size_t t = 0; t < o.threads.size(); ++t) {
     const int threads = o.threads[t];
@@ -622,6 +670,36 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
         {}};
     add_common(vs_ceiling, ceiling);
     results.push_back(std::move(vs_ceiling));
+    all_ceiling.insert(all_ceiling.end(), ceiling.begin(), ceiling.end());
+  }
+
+  for (const int chains : o.async_chains) {
+    std::vector<double> rates;
+    for (int round = 0; round < rounds; ++round) {
+      rates.push_back(run_async_chains(locks, chains, slice, lo));
+      report(s, format("throughput %3d async chains: dlock %10.0f pairs/s", chains, rates.back()));
+      // The ceiling, interleaved as for the threads, unless the thread runs measured it enough.
+      if (all_ceiling.size() < static_cast<std::size_t>(rounds)) {
+        all_ceiling.push_back(
+            run_rb_pair(ctx, o.ceiling_clients, o.ceiling_pipeline, slice, ceiling_estimate));
+      }
+    }
+    std::vector<double> ceiling_pairs;
+    for (const auto& p : all_ceiling)
+      ceiling_pairs.push_back(p.pairs());
+    const double d = median(rates);
+    const double ref = median(ceiling_pairs);
+    scenario_result r{"throughput.async=" + std::to_string(chains),
+                      "pairs/s",
+                      d,
+                      ref,
+                      ceiling_name,
+                      ratio_of(d, ref),
+                      ">= 0.5 x ceiling; >= 2 x best peer (peers ~29k-34k pairs/s)",
+                      {}};
+    add_extra(r, "async_chains", static_cast<double>(chains));
+    add_extra(r, "how", "acquire_async + release_async from completion callbacks, one client");
+    results.push_back(std::move(r));
   }
   delete_matching(control, bench_key_patterns);
   return results;

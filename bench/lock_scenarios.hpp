@@ -109,6 +109,10 @@ struct throughput_options {
   /// of `acquire()`. On private keys both always succeed at once; the difference is what the
   /// waiting path costs.
   bool try_acquire = false;
+  /// Also measure N concurrent asynchronous acquire → release chains on the one client (no
+  /// thread parked per lock: the event-driven way, as the Node peers work), against the same
+  /// ceiling. Empty: skip.
+  std::vector<int> async_chains{16, 64};
 };
 std::vector<scenario_result> run_throughput(const bench_settings& s,
                                             const throughput_options& o = {});
