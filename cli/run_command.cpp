@@ -19,8 +19,7 @@
 
 #include "cli.hpp"
 #include "dlock/lock.hpp"
-
-extern char** environ;
+#include "embedded/process.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -76,55 +75,6 @@ std::string describe(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";
 }
 
-// Starts the command. Everything the child does before exec is async-signal-safe (the client's
-// I/O thread exists); if exec fails, the child reports errno through a close-on-exec pipe.
-pid_t spawn(const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
-            const sigset_t& original_mask, int& exec_errno) {
-  std::vector<char*> argv;
-  for (const auto& a : command)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) {
-    const std::string_view entry(*e);
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCE=")) continue;
-    envp.push_back(*e);
-  }
-  for (const auto& e : extra_env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) throw failure(exit_software, "pipe failed");
-  const pid_t pid = ::fork();
-  if (pid < 0) throw failure(exit_software, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(report[0]);
-    for (int sig : forwarded_signals)
-      ::signal(sig, SIG_DFL);
-    ::signal(SIGCHLD, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const int e = errno;
-    [[maybe_unused]] auto n = ::write(report[1], &e, sizeof e);
-    ::_exit(exit_cannot_execute);
-  }
-  ::close(report[1]);
-  exec_errno = 0;
-  // Closed by exec on success, or carries errno on failure.
-  while (::read(report[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR) {
-  }
-  ::close(report[0]);
-  return pid;
-}
-
-int status_of(int wstatus) {
-  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
-  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
-  return exit_software;
-}
-
 }  // namespace
 
 int run(const run_args& args) {
@@ -170,7 +120,7 @@ int run(const run_args& args) {
     c.reentrant(args.name).acquire_async(wait, on_acquired, lo);
   }
 
-  pid_t child = -1;
+  std::optional<embedded::child_process> child;
   lease held;
   bool killing = false;
   steady::time_point kill_at{};
@@ -186,7 +136,7 @@ int run(const run_args& args) {
     const int ready = ::poll(fds, 2, timeout);
     if (ready < 0 && errno != EINTR) throw failure(exit_software, "poll failed");
     if (killing && steady::now() >= kill_at) {
-      ::kill(child, SIGKILL);
+      child->signal(SIGKILL);
       killing = false;
     }
 
@@ -195,7 +145,7 @@ int run(const run_args& args) {
       while (::read(wake_read.get(), drain, sizeof drain) > 0) {
       }
       std::unique_lock lock(ev->mutex);
-      if (child < 0 && ev->acquired_done) {
+      if (!child && ev->acquired_done) {
         const auto ec = ev->acquire_error;
         held = std::move(ev->granted);
         lock.unlock();
@@ -210,25 +160,26 @@ int run(const run_args& args) {
                                  ? "; not acquired within " + describe(*args.wait)
                                  : ""));
         }
-        int exec_errno = 0;
-        child = spawn(args.command,
-                      {"DLOCK_NAME=" + args.name, "DLOCK_FENCE=" + std::to_string(held.fence())},
-                      original, exec_errno);
-        if (exec_errno != 0) {
-          int ignored = 0;
-          ::waitpid(child, &ignored, 0);
+        // The command dies with dlock (PR_SET_PDEATHSIG): if dlock is killed, the lease
+        // lapses, and the command must not go on without the lock.
+        try {
+          child.emplace(args.command, embedded::spawn_options{
+                                          .env = {"DLOCK_NAME=" + args.name,
+                                                  "DLOCK_FENCE=" + std::to_string(held.fence())},
+                                          .signal_mask = &original});
+        } catch (const embedded::spawn_error& e) {
           held.release();
-          throw failure(exec_errno == ENOENT ? exit_command_not_found : exit_cannot_execute,
-                        "cannot run " + args.command.front() + ": " + std::strerror(exec_errno));
+          throw failure(e.code().value() == ENOENT ? exit_command_not_found : exit_cannot_execute,
+                        e.what());
         }
         lock.lock();
       }
-      if (child > 0 && ev->lost && !lost) {
+      if (child && ev->lost && !lost) {
         lost = ev->lost;
         std::cerr << "dlock: lost the lock " << args.name << ": " << reason_text(*lost)
                   << "; stopping the command (SIGTERM, SIGKILL after " << describe(args.grace)
                   << ")" << std::endl;
-        ::kill(child, SIGTERM);
+        child->signal(SIGTERM);
         killing = true;
         kill_at = steady::now() + args.grace;
       }
@@ -239,7 +190,7 @@ int run(const run_args& args) {
       while (::read(signals.get(), &info, sizeof info) == sizeof info) {
         const int sig = static_cast<int>(info.ssi_signo);
         if (sig == SIGCHLD) continue;  // reaped below
-        if (child < 0) {
+        if (!child) {
           // Still waiting for the lock: give up at once. The pending acquisition keeps the
           // client's I/O thread busy, so leave without running destructors; a grant that races
           // with this is released by the lease's expiry.
@@ -248,20 +199,18 @@ int run(const run_args& args) {
         }
         // A terminal's signal already reached the whole foreground group, the command
         // included; forward only what a process sent to us alone.
-        if (info.ssi_code != SI_KERNEL) ::kill(child, sig);
+        if (info.ssi_code != SI_KERNEL) child->signal(sig);
       }
     }
 
-    if (child > 0) {
-      int wstatus = 0;
-      const pid_t done = ::waitpid(child, &wstatus, WNOHANG);
-      if (done == child) {
+    if (child) {
+      if (const auto status = child->try_wait()) {
         if (lost) return exit_lease_lost;
         if (!held.release()) {
           std::cerr << "dlock: warning: could not confirm the release of " << args.name
                     << "; it expires within " << describe(args.ttl) << std::endl;
         }
-        return status_of(wstatus);
+        return *status;
       }
     }
   }

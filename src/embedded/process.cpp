@@ -45,6 +45,11 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
   if (o.capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   }
+  // Closed by a successful exec; carries errno if exec fails.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -54,11 +59,12 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
       if (::getppid() != parent) ::_exit(127);
     }
     if (o.new_process_group) ::setpgid(0, 0);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
+      ::signal(sig, SIG_DFL);
+    }
     sigset_t none;
     sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
-      ::signal(sig, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, o.signal_mask ? o.signal_mask : &none, nullptr);
     if (o.quiet) {
       const int devnull = ::open("/dev/null", O_RDWR);
       ::dup2(devnull, 1);
@@ -68,19 +74,33 @@ child_process::child_process(const std::vector<std::string>& args, spawn_options
     }
     if (o.merge_stderr && !o.quiet) ::dup2(1, 2);
     // Do not let the child hold copies of our descriptors (sockets in particular: a connection
-    // we close must really close).
-    if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-      for (int fd = 3; fd < 4096; ++fd)
-        ::close(fd);
+    // we close must really close) other than the report pipe, which exec closes.
+    const int keep = report[1];
+    if (::syscall(SYS_close_range, 3U, static_cast<unsigned>(keep - 1), 0U) != 0 ||
+        ::syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0U, 0U) != 0) {
+      for (int fd = 3; fd < 4096; ++fd) {
+        if (fd != keep) ::close(fd);
+      }
     }
     ::execvpe(argv[0], argv.data(), envp.data());
+    const int e = errno;
+    [[maybe_unused]] auto n = ::write(keep, &e, sizeof e);
     ::_exit(127);
   }
+  ::close(report[1]);
+  int exec_errno = 0;
+  while (::read(report[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
   if (o.new_process_group) ::setpgid(pid_, pid_);  // also from here, so it holds before we return
   group_leader_ = o.new_process_group;
   if (o.capture_stdout) {
     ::close(pipe_fds[1]);
     out_ = pipe_fds[0];
+  }
+  if (exec_errno != 0) {
+    wait();
+    throw spawn_error(exec_errno, "cannot run " + args.front() + ": " + std::strerror(exec_errno));
   }
 }
 
@@ -208,6 +228,8 @@ int run_program(const std::vector<std::string>& argv) {
   try {
     child_process p(argv, {.quiet = true});
     return p.wait(std::chrono::hours(1));
+  } catch (const spawn_error&) {
+    return 127;
   } catch (const std::exception&) {
     return -1;
   }

@@ -4,11 +4,13 @@
 // when the object dies, and killed by the kernel if this process dies first.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace dlock::embedded {
@@ -26,12 +28,22 @@ struct spawn_options {
   bool die_with_parent = true;
   /// "NAME=value" entries added to (or replacing those in) the inherited environment.
   std::vector<std::string> env{};
+  /// The child's signal mask; null means none blocked.
+  const sigset_t* signal_mask = nullptr;
+};
+
+/// The program could not be executed; `code()` holds exec's errno (ENOENT: not found).
+class spawn_error : public std::system_error {
+ public:
+  spawn_error(int e, const std::string& what)
+      : std::system_error(e, std::generic_category(), what) {}
 };
 
 class child_process {
  public:
-  /// Starts `argv[0]` (searched on PATH when it has no slash). Throws std::runtime_error if it
-  /// cannot be forked; a program that cannot be executed exits 127.
+  /// Starts `argv[0]` (searched on PATH when it has no slash), with the signals a parent may
+  /// have ignored or handled reset to their defaults. Throws `spawn_error` if it cannot be
+  /// executed, std::runtime_error if it cannot be forked.
   explicit child_process(const std::vector<std::string>& argv, spawn_options options = {});
   /// SIGKILLs the child (its whole group if it leads one) and reaps it, unless already reaped.
   ~child_process();

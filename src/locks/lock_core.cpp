@@ -248,9 +248,14 @@ void lock_core::acquire(acquire_request r) {
   // The first attempt leaves from this thread when it can overtake no one here (no local
   // waiter or attempt on this name, no yield in force): a free lock then costs one round trip
   // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread.
-  if (!io().in_io_thread() && (!o->may_queue || claim_direct(o, now))) {
+  if (!io().in_io_thread() && (!o->may_queue || claim_direct(o->req.names->channel, now))) {
+    // Every field of the op is set before the I/O thread can see it: through the activity
+    // table (publish_direct) or through the attempt's reply.
+    const auto step = o->machine.start(now);
+    o->attempting = true;
     o->direct_claim = o->may_queue;
-    run_step(o, o->machine.start(now));
+    if (o->direct_claim) publish_direct(o);
+    submit_attempt(o, step.until);
     return;
   }
   io().post([o] { o->core->start(o); });
@@ -258,14 +263,18 @@ void lock_core::acquire(acquire_request r) {
 
 // ---- per-name activity, shared with user threads ----
 
-bool lock_core::claim_direct(const std::shared_ptr<op>& o, steady::time_point now) {
+bool lock_core::claim_direct(const std::string& channel, steady::time_point now) {
   std::lock_guard lock(activity_mutex_);
-  auto [it, fresh] = activity_.try_emplace(o->req.names->channel);
+  auto [it, fresh] = activity_.try_emplace(channel);
   if (!fresh && (it->second.local > 0 || now < it->second.yield_until)) return false;
   it->second.local = 1;
   it->second.yield_until = {};
-  it->second.direct = o;
   return true;
+}
+
+void lock_core::publish_direct(const std::shared_ptr<op>& o) {
+  std::lock_guard lock(activity_mutex_);
+  activity_[o->req.names->channel].direct = o;
 }
 
 // An acquisition that arrives while a direct first attempt on its name is in flight queues
@@ -335,6 +344,12 @@ void lock_core::start(const std::shared_ptr<op>& o) {
 void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
   o->attempting = true;
   o->woken_during_attempt = false;
+  submit_attempt(o, until);
+}
+
+// Changes nothing in the op: a first attempt sent directly may already be visible to the I/O
+// thread when this runs.
+void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
   counters.attempts.fetch_add(1, std::memory_order_relaxed);
   const auto& n = *o->req.names;
   const std::string lease_ms = ms_text(o->req.lease_time);

@@ -152,6 +152,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   // Acquisition (I/O thread).
   void start(const std::shared_ptr<op>& o);
   void send_attempt(const std::shared_ptr<op>& o, steady::time_point until);
+  void submit_attempt(const std::shared_ptr<op>& o, steady::time_point until);
   void on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
                         steady::time_point sent_at);
   void run_step(const std::shared_ptr<op>& o, acquire_machine::step s);
@@ -180,7 +181,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   bool maybe_subscribed(const std::string& channel);
   void subscribe(waiter_queue& q, const std::string& channel);
   std::optional<steady::time_point> yielding(const std::string& channel, steady::time_point now);
-  bool claim_direct(const std::shared_ptr<op>& o, steady::time_point now);
+  bool claim_direct(const std::string& channel, steady::time_point now);
+  void publish_direct(const std::shared_ptr<op>& o);
   void queue_direct_first(const std::string& channel);
   void add_local(const std::string& channel, int delta, bool end_direct = false);
   bool has_local(const std::string& channel) const;

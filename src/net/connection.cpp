@@ -136,6 +136,14 @@ bool connection::write_directly() {
 void connection::write_rest(std::string rest, std::uint64_t epoch) {
   if (epoch != epoch_ || state_ != state::ready) return;  // that connection is gone
   write_buffer_ = std::move(rest);
+  send_write_buffer();
+}
+
+// Sends write_buffer_ from the I/O thread, the writer. When it is on the wire, the next round
+// takes what was queued meanwhile, but not at once: the handlers already queued (replies, whose
+// callers are about to submit more) run first, so the next write carries everything they add.
+// Pipelining without a timer.
+void connection::send_write_buffer() {
   writing_ = true;
   transport_->async_write(asio::buffer(write_buffer_),
                           [this, e = epoch_](std::error_code ec, std::size_t) {
@@ -146,7 +154,9 @@ void connection::write_rest(std::string rest, std::uint64_t epoch) {
                               connection_failed(errc::connection_lost);
                               return;
                             }
-                            start_write();
+                            io_.post([this, e] {
+                              if (e == epoch_) start_write();
+                            });
                           });
 }
 
@@ -266,18 +276,7 @@ void connection::on_transport_connected() {
   }
   start_read();
   write_buffer_ = std::move(hello);
-  writing_ = true;
-  transport_->async_write(asio::buffer(write_buffer_),
-                          [this, e = epoch_](std::error_code ec, std::size_t) {
-                            if (e != epoch_) return;
-                            writing_ = false;
-                            write_buffer_.clear();
-                            if (ec) {
-                              connection_failed(ec);
-                              return;
-                            }
-                            start_write();
-                          });
+  send_write_buffer();
 }
 
 void connection::on_handshake_reply(reply&& r) {
@@ -454,25 +453,9 @@ void connection::start_write(bool flush_small) {
     std::swap(outbox_, write_buffer_);
     count = move_outbox_to_inflight_locked();
   }
-  writing_ = true;
   counters_.writes.fetch_add(1, std::memory_order_relaxed);
   counters_.commands_sent.fetch_add(count, std::memory_order_relaxed);
-  transport_->async_write(asio::buffer(write_buffer_),
-                          [this, e = epoch_](std::error_code ec, std::size_t) {
-                            if (e != epoch_) return;
-                            writing_ = false;
-                            write_buffer_.clear();
-                            if (ec) {
-                              connection_failed(errc::connection_lost);
-                              return;
-                            }
-                            // Not at once: let the handlers already queued (replies, whose
-                            // callers are about to submit more) run first, so the next write
-                            // carries everything they add. Pipelining without a timer.
-                            io_.post([this, e] {
-                              if (e == epoch_) start_write();
-                            });
-                          });
+  send_write_buffer();
 }
 
 void connection::start_read() {

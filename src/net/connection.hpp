@@ -124,6 +124,7 @@ class connection {
   void connection_failed(std::error_code ec);
   bool write_directly();
   void write_rest(std::string rest, std::uint64_t epoch);
+  void send_write_buffer();
   std::size_t move_outbox_to_inflight_locked();
   void forget_socket();
   void start_write(bool flush_small = false);

@@ -2,7 +2,9 @@
 // its output and what it leaves in Redis.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -355,6 +357,27 @@ TEST(CliMarket, RunsEveryRowAndPrintsTheDocumentedJson) {
   // A shared server is never flushed without being asked to.
   const auto refused = dlock_cli({"--url", "redis://127.0.0.1:1", "market", "--seconds", "1"});
   EXPECT_EQ(refused.code, 64) << refused.output;
+}
+
+}  // namespace
+}  // namespace dlock::testing
+
+namespace dlock::testing {
+namespace {
+
+// If dlock itself dies, its lease lapses: the command must not go on without the lock.
+TEST_F(Cli, TheCommandDiesWithDlock) {
+  auto run = start({key("job"), "--", "sh", "-c", "echo ready $$; exec sleep 60"});
+  const auto ready = run.wait_for("ready");
+  ASSERT_TRUE(ready);
+  const pid_t command = static_cast<pid_t>(std::stol(ready->substr(6)));
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
+  ASSERT_GE(pidfd, 0) << "the command is not running";
+  run.signal(SIGKILL);
+  EXPECT_EQ(run.wait(), 128 + SIGKILL);
+  pollfd p{pidfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 10'000), 1) << "the command outlived dlock";
+  ::close(pidfd);
 }
 
 }  // namespace
