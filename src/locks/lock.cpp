@@ -2,6 +2,7 @@
 #include <charconv>
 #include <future>
 
+#include "core/one_shot.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
@@ -90,12 +91,11 @@ lease basic_lock::try_acquire_until(steady::time_point deadline, const lease_opt
   detail::acquire_limits limits;
   limits.deadline = deadline;
   limits.single_attempt = deadline <= steady::now();
-  auto result = std::make_shared<std::promise<std::pair<std::error_code, lease>>>();
-  auto future = result->get_future();
-  core.acquire(core.make_request(*handle_, options, limits, [result](std::error_code ec, lease l) {
-    result->set_value({ec, std::move(l)});
+  detail::one_shot<std::pair<std::error_code, lease>> result;
+  core.acquire(core.make_request(*handle_, options, limits, [&result](std::error_code ec, lease l) {
+    result.put({ec, std::move(l)});
   }));
-  auto [ec, l] = future.get();
+  auto [ec, l] = result.take();
   if (ec) throw error(ec, "acquiring lock '" + name() + "': " + ec.message());
   return std::move(l);
 }

@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "core/one_shot.hpp"
 #include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "dlock_lua_scripts.hpp"
@@ -777,10 +778,9 @@ bool lock_core::release(lease_state& hold) noexcept {
       release_async(hold, nullptr);  // cannot wait for the reply on the thread that delivers it
       return true;
     }
-    auto result = std::make_shared<std::promise<bool>>();
-    auto future = result->get_future();
-    release_async(hold, [result](bool ok) { result->set_value(ok); });
-    return future.get();
+    one_shot<bool> released;
+    release_async(hold, [&released](bool ok) { released.put(ok); });
+    return released.take();
   } catch (...) {
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -1,5 +1,6 @@
 #include <atomic>
 
+#include "core/one_shot.hpp"
 #include "dlock/error.hpp"
 #include "net/redis_client_impl.hpp"
 
@@ -11,30 +12,20 @@ namespace {
   throw error(ec, std::string(command) + ": " + ec.message());
 }
 
-// A caller thread parked on one command. The I/O thread publishes the result with a release
-// store and wakes the caller through the futex behind std::atomic::wait: one system call, no
-// mutex to fight over. Notifying touches only the kernel's and libstdc++'s wait tables, never
-// this object, so the caller may return and destroy it as soon as it sees the flag.
+// A caller thread parked on one command.
 class sync_call {
  public:
   reply_callback callback() {
-    return [this](std::error_code ec, reply r) {
-      ec_ = ec;
-      reply_ = std::move(r);
-      done_.store(1, std::memory_order_release);
-      done_.notify_one();
-    };
+    return [this](std::error_code ec, reply r) { result_.put({ec, std::move(r)}); };
   }
   reply wait(std::string_view command) {
-    done_.wait(0, std::memory_order_acquire);
-    if (ec_) throw_failure(ec_, reply_, command);
-    return std::move(reply_);
+    auto [ec, r] = result_.take();
+    if (ec) throw_failure(ec, r, command);
+    return std::move(r);
   }
 
  private:
-  std::atomic<int> done_{0};
-  std::error_code ec_;
-  reply reply_;
+  detail::one_shot<std::pair<std::error_code, reply>> result_;
 };
 
 void forbid_io_thread(const redis_client::impl& impl) {
