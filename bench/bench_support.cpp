@@ -1,4 +1,9 @@
 #include "bench_support.hpp"
+#include <atomic>
+#include <exception>
+#include <latch>
+#include <mutex>
+#include <thread>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +26,7 @@
 
 namespace dlock::bench {
 
-using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 
 // ---- child processes ----
 
@@ -309,6 +314,79 @@ std::string format(const char* fmt, ...) {
   if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
   va_end(args);
   return out;
+}
+
+// ---- timed multi-threaded loops ----
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+timed_run run_timed(int threads, double seconds, const std::function<void(int)>& step,
+                    const std::function<void()>& at_start, const std::function<void()>& at_end) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> total{0};
+  std::latch ready(threads);
+  std::latch go(1);
+  bool released = false;
+  const auto release = [&] {
+    if (!released) go.count_down();
+    released = true;
+  };
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+
+  timed_run run;
+  {
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
+    try {
+      for (int i = 0; i < threads; ++i) {
+        pool.emplace_back([&, i] {
+          std::uint64_t n = 0;
+          bool counted = false;
+          try {
+            step(i);
+            ready.count_down();
+            counted = true;
+            go.wait();
+            while (!stop.load(std::memory_order_relaxed)) {
+              step(i);
+              ++n;
+            }
+          } catch (...) {
+            {
+              const std::lock_guard lock(failure_mutex);
+              if (!failure) failure = std::current_exception();
+            }
+            stop = true;
+            if (!counted) ready.count_down();
+          }
+          total += n;
+        });
+      }
+      ready.wait();
+      if (at_start && !stop) at_start();
+    } catch (...) {
+      stop = true;
+      release();
+      throw;  // the pool's destructor joins
+    }
+    run.started = clock_type::now();
+    release();
+    const auto until = run.started + std::chrono::duration_cast<clock_type::duration>(
+                                         std::chrono::duration<double>(seconds));
+    while (!stop.load() && clock_type::now() < until) {
+      std::this_thread::sleep_for(std::min<clock_type::duration>(until - clock_type::now(), 50ms));
+    }
+    run.stopped = clock_type::now();
+    stop = true;
+  }  // joins
+  run.joined = clock_type::now();
+  if (failure) std::rethrow_exception(failure);
+  if (at_end) at_end();
+  run.steps = total.load();
+  return run;
 }
 
 }  // namespace dlock::bench

@@ -4,6 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -109,5 +113,30 @@ std::string scenarios_json(const nlohmann::ordered_json& scenarios);
 
 /// printf-style formatting into a std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- timed multi-threaded loops ----
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b);
+
+struct timed_run {
+  std::uint64_t steps = 0;         // steps completed after the start (the wind-down included)
+  clock_type::time_point started;  // the timed window: [started, stopped]
+  clock_type::time_point stopped;
+  clock_type::time_point joined;  // every thread finished its last step
+  double window() const { return seconds_between(started, stopped); }
+  // Every counted step completed inside [started, joined].
+  double rate() const { return static_cast<double>(steps) / seconds_between(started, joined); }
+};
+
+/// Runs `threads` threads. Thread i calls step(i) once to warm up (connections, scripts, code
+/// paths), then, once every thread has, in a loop until `seconds` have passed. `at_start` runs on
+/// this thread after the warm-ups and before the window opens (threads are parked then);
+/// `at_end` after every thread has been joined. The first exception thrown by a step stops
+/// everything and is rethrown here, after every thread has been joined.
+timed_run run_timed(int threads, double seconds, const std::function<void(int)>& step,
+                    const std::function<void()>& at_start = {},
+                    const std::function<void()>& at_end = {});
 
 }  // namespace dlock::bench

@@ -74,76 +74,22 @@ dlock_sample run_dlock(const std::string& url, const scenario& sc, const dlock::
   // A fresh client per run, so no connection state or counters carry over between runs.
   dlock::redis_client client(url);
   const std::array<std::string_view, 1> keys{bench_key};
-  const auto call = [&] {
-    if (sc.kind == scenario_kind::ping) {
-      client.command({"PING"});
-    } else {
-      client.eval(s, keys, std::span<const std::string_view>());
-    }
-  };
-
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> total_ops{0};
-  std::latch ready(callers);  // every caller has done its warm-up call
-  std::latch go(1);           // the timed window starts
-  bool released = false;
-  const auto release = [&] {
-    if (!released) go.count_down();
-    released = true;
-  };
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-
-  std::vector<std::jthread> threads;  // joined on every path, including exceptions
-  threads.reserve(static_cast<std::size_t>(callers));
-  try {
-    for (int i = 0; i < callers; ++i) {
-      threads.emplace_back([&] {
-        std::uint64_t ops = 0;  // thread-local count: no shared cache line in the hot loop
-        bool counted = false;
-        try {
-          call();  // warm-up: threads running, script cached, connection settled
-          ready.count_down();
-          counted = true;
-          go.wait();
-          while (!stop.load(std::memory_order_relaxed)) {
-            call();
-            ++ops;
-          }
-        } catch (...) {
-          const std::lock_guard lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          stop = true;
-          if (!counted) ready.count_down();  // the main thread must not wait for us forever
+  dlock::client_counters before{}, after{};
+  const auto run = bench::run_timed(
+      callers, seconds,
+      [&](int) {
+        if (sc.kind == scenario_kind::ping) {
+          client.command({"PING"});
+        } else {
+          client.eval(s, keys, std::span<const std::string_view>());
         }
-        total_ops += ops;
-      });
-    }
-  } catch (...) {
-    stop = true;
-    release();
-    throw;
-  }
-
-  ready.wait();
-  const auto before = client.counters();
-  const auto t0 = clock_type::now();
-  release();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& t : threads)
-    t.join();
-  // Every counted call completed inside [t0, t1].
-  const auto t1 = clock_type::now();
-  const auto after = client.counters();
-  if (failure) std::rethrow_exception(failure);
-
-  const double elapsed = std::chrono::duration<double>(t1 - t0).count();
+      },
+      [&] { before = client.counters(); }, [&] { after = client.counters(); });
   const auto writes = after.writes - before.writes;
-  return {static_cast<double>(total_ops.load()) / elapsed,
-          writes == 0 ? 0.0
-                      : static_cast<double>(after.commands_sent - before.commands_sent) /
-                            static_cast<double>(writes)};
+  return {run.rate(), writes == 0
+                          ? 0.0
+                          : static_cast<double>(after.commands_sent - before.commands_sent) /
+                                static_cast<double>(writes)};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ namespace dlock::bench {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // Every key the scenarios write, and the keys dlock derives from lock names.
@@ -42,10 +41,6 @@ void report(const bench_settings& s, const std::string& message) {
 
 double ratio_of(double a, double b) {
   return b != 0 ? a / b : 0;
-}
-
-double seconds_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
 }
 
 int rounds_of(const bench_settings& s) {
@@ -76,91 +71,6 @@ std::uint64_t calls_delta(const std::map<std::string, std::uint64_t>& before,
     total += a->second - (b == before.end() ? 0 : b->second);
   }
   return total;
-}
-
-// ---- timed multi-threaded loops ----
-
-struct timed_run {
-  std::uint64_t steps = 0;         // steps completed after the start (the wind-down included)
-  clock_type::time_point started;  // the timed window: [started, stopped]
-  clock_type::time_point stopped;
-  clock_type::time_point joined;  // every thread finished its last step
-  double window() const { return seconds_between(started, stopped); }
-  // Every counted step completed inside [started, joined].
-  double rate() const { return static_cast<double>(steps) / seconds_between(started, joined); }
-};
-
-// Runs `threads` threads. Thread i calls step(i) once to warm up (connections, scripts, code
-// paths), then, once every thread has, in a loop until `seconds` have passed. `at_start` runs on
-// this thread after the warm-ups and before the window opens (threads are parked then);
-// `at_end` after every thread has been joined. The first exception thrown by a step stops
-// everything and is rethrown here, after every thread has been joined.
-timed_run run_timed(int threads, double seconds, const std::function<void(int)>& step,
-                    const std::function<void()>& at_start = {},
-                    const std::function<void()>& at_end = {}) {
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> total{0};
-  std::latch ready(threads);
-  std::latch go(1);
-  bool released = false;
-  const auto release = [&] {
-    if (!released) go.count_down();
-    released = true;
-  };
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-
-  timed_run run;
-  {
-    std::vector<std::jthread> pool;
-    pool.reserve(static_cast<std::size_t>(threads));
-    try {
-      for (int i = 0; i < threads; ++i) {
-        pool.emplace_back([&, i] {
-          std::uint64_t n = 0;
-          bool counted = false;
-          try {
-            step(i);
-            ready.count_down();
-            counted = true;
-            go.wait();
-            while (!stop.load(std::memory_order_relaxed)) {
-              step(i);
-              ++n;
-            }
-          } catch (...) {
-            {
-              const std::lock_guard lock(failure_mutex);
-              if (!failure) failure = std::current_exception();
-            }
-            stop = true;
-            if (!counted) ready.count_down();
-          }
-          total += n;
-        });
-      }
-      ready.wait();
-      if (at_start && !stop) at_start();
-    } catch (...) {
-      stop = true;
-      release();
-      throw;  // the pool's destructor joins
-    }
-    run.started = clock_type::now();
-    release();
-    const auto until = run.started + std::chrono::duration_cast<clock_type::duration>(
-                                         std::chrono::duration<double>(seconds));
-    while (!stop.load() && clock_type::now() < until) {
-      std::this_thread::sleep_for(std::min<clock_type::duration>(until - clock_type::now(), 50ms));
-    }
-    run.stopped = clock_type::now();
-    stop = true;
-  }  // joins
-  run.joined = clock_type::now();
-  if (failure) std::rethrow_exception(failure);
-  if (at_end) at_end();
-  run.steps = total.load();
-  return run;
 }
 
 std::string hex_token(std::mt19937_64& rng) {

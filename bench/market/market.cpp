@@ -1079,8 +1079,9 @@ report run(const options& o) {
                                    "event-driven waiting on the unlock message"
                                  : "try_acquire_until(now + 10 s): event-driven waiting on the "
                                    "unlock message"},
-        {"release", "lease::release_async(): the compare-and-delete script (+ PUBLISH) is sent at "
-                    "once and its reply handled in the background; the worker does not wait"},
+        {"release",
+         "lease::release_async(): the compare-and-delete script (+ PUBLISH) is sent at "
+         "once and its reply handled in the background; the worker does not wait"},
         {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
         {"fencing_keys",
          "every grant INCRs redisson_lock_token:{<name>}, which is never deleted: dlock-fine "

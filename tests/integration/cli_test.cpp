@@ -1,8 +1,8 @@
 // The dlock command line, black-box: the built binary is spawned and judged by its exit codes,
 // its output and what it leaves in Redis.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -347,9 +347,9 @@ TEST(CliMarket, RunsEveryRowAndPrintsTheDocumentedJson) {
   const auto& rows = j.at("rows");
   ASSERT_EQ(rows.size(), 18u);  // 6 variants x 3 loads
   for (const auto& row : rows) {
-    for (const char* field : {"variant", "listers", "buyers", "seconds", "listed", "bought",
-                              "retries", "stale", "timeouts", "wait_ms_a", "wait_ms_b", "p50_ms",
-                              "p99_ms"}) {
+    for (const char* field :
+         {"variant", "listers", "buyers", "seconds", "listed", "bought", "retries", "stale",
+          "timeouts", "wait_ms_a", "wait_ms_b", "p50_ms", "p99_ms"}) {
       EXPECT_TRUE(row.contains(field)) << field;
     }
   }

@@ -2,4 +2,6 @@
 // of the function, which the annotations on dlock's lock types let clang see.
 #include <dlock/dlock.hpp>
 
-void forgets_to_unlock(dlock::reentrant_lock& l) { l.lock(); }
+void forgets_to_unlock(dlock::reentrant_lock& l) {
+  l.lock();
+}
