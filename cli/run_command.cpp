@@ -64,8 +64,6 @@ std::string reason_text(lease_lost_reason r) {
       return "its lease ran out before it could be renewed";
     case lease_lost_reason::not_held:
       return "it was taken away (expired, deleted or force-unlocked)";
-    case lease_lost_reason::client_closed:
-      return "the client closed";
   }
   return "unknown";
 }

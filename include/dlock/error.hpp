@@ -36,8 +36,6 @@ enum class errc : int {
   unexpected_reply,
   /// The operation needs a lease that is still held, and this one was released or lost.
   lease_lost,
-  /// The caller does not own the lock it tried to release or extend.
-  not_owner,
 };
 
 /// The category of all `dlock::errc` codes; its name is "dlock".

@@ -19,8 +19,6 @@ enum class lease_lost_reason {
   /// A renewal found that the lock is no longer ours: it expired and was taken, or it was
   /// force-unlocked or deleted.
   not_held,
-  /// The client closed while the lease was still held.
-  client_closed,
 };
 
 /// Options for one acquisition.

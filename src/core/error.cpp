@@ -34,8 +34,6 @@ class dlock_category final : public std::error_category {
         return "unexpected reply";
       case errc::lease_lost:
         return "lease lost";
-      case errc::not_owner:
-        return "not the owner";
     }
     return "unknown dlock error";
   }
