@@ -1,7 +1,7 @@
 // dlock_lock_bench — dlock's locks next to references measured in the same invocation,
 // interleaved, against the same server: uncontended lock+unlock, throughput on distinct keys,
 // hand-off under contention, and the watchdog holding many leases. Prints ratios, never a
-// verdict; DESIGN.md §6's targets are shown for the reader.
+// verdict; the targets of docs/design.md are shown for the reader.
 
 #include <cstdio>
 #include <iostream>

@@ -1,7 +1,7 @@
 // dlock's lock benchmarks, as a library: each scenario measures dlock and a reference in the same
 // call, interleaved, against one server, and returns rows of {dlock, reference, ratio}. Nothing
 // here prints or parses arguments: `dlock_lock_bench` and `dlock bench` do that. Nothing here
-// judges either: DESIGN.md §6's target is carried along as text for the reader.
+// judges either: the target docs/design.md sets is carried along as text for the reader.
 //
 // Every key a scenario writes starts with "dlock-bench:" (or is a lock's derived key,
 // "redisson_lock_token:{dlock-bench:…}"); each scenario deletes them when it ends, so a shared
@@ -49,7 +49,7 @@ struct scenario_result {
   double reference = 0;
   std::string reference_name;  ///< what the reference is, e.g. "redis-benchmark -c 50 -P 16"
   double ratio = 0;            ///< dlock / reference (0 if the reference is 0)
-  std::string target;          ///< DESIGN.md §6's target for this row ("" if none); not judged
+  std::string target;          ///< docs/design.md's target for this row ("" if none); not judged
   std::vector<extra_field> extra;
   /// Latency distributions behind this row, in microseconds, when it has them (dlock's and the
   /// reference's, measured in the same run): uncontended rows carry one lock+unlock pair's
@@ -144,7 +144,7 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
 /// script calls per period (round trips), leases per call, and this process's CPU time
 /// (getrusage(RUSAGE_SELF) user+sys) as a share of one core. Only meaningful when nothing else
 /// in the process runs meanwhile; an embedded server is a separate process and is not counted.
-/// References are DESIGN.md §6's targets (≥ 100 leases per round trip, < 5 % of a core).
+/// References are docs/design.md's targets (≥ 100 leases per round trip, < 5 % of a core).
 struct watchdog_options {
   std::size_t leases = 10'000;
   std::chrono::milliseconds lease{3'000};

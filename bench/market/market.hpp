@@ -1,4 +1,4 @@
-// The Redis in Action §6.2 marketplace benchmark (/work/shared/MARKET.md), as a library: the
+// The Redis in Action §6.2 marketplace benchmark (docs/market.md), as a library: the
 // book's WATCH, lock and fine-grained-lock algorithms re-implemented, dlock's locks on the same
 // work, and a Lua-script ceiling, each run on a freshly flushed database at the book's three
 // loads. `dlock market` and `dlock_market_probe` call it; nothing here prints or parses
@@ -88,7 +88,7 @@ struct row {
 
 struct report {
   std::vector<row> rows;
-  /// The choices MARKET.md says the book leaves open, with the values used, plus how the
+  /// The choices docs/market.md says the book leaves open, with the values used, plus how the
   /// variants were built (connections, lock kinds, what the fine locks lock).
   nlohmann::json choices;
 };

@@ -1,6 +1,8 @@
 // dlock/client.hpp — the entry point: a connection to Redis that hands out locks by name.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,7 +22,7 @@ class lock_core;
 }
 
 /// Settings of a client: where Redis is, and how leases and waiting behave.
-struct client_options {
+struct DLOCK_API client_options {
   connection_options connection;
   /// Lease time of watchdog leases (acquisitions without a fixed lease time).
   std::chrono::milliseconds watchdog_lease{30'000};
@@ -66,7 +68,7 @@ struct client_stats {
 ///
 /// Each client has a random UUID; reentrant holds are owned by "<uuid>:<thread id>" (or an
 /// explicit owner id), as in Redisson, so two clients never share ownership.
-class client {
+class DLOCK_API client {
  public:
   /// Connects. Throws `dlock::error` as `redis_client` does (errc::invalid_url,
   /// connect_failed, auth_failed, tls_failed), or errc::invalid_argument for inconsistent

@@ -1,6 +1,8 @@
 // dlock/connection_options.hpp — where a server is and how to talk to it; URL parsing.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -23,7 +25,7 @@ struct tls_options {
 };
 
 /// Everything needed to open (and re-open) a connection to one Redis server.
-struct connection_options {
+struct DLOCK_API connection_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
   /// When non-empty, connect to this unix-domain socket instead of host:port.
@@ -60,6 +62,6 @@ struct connection_options {
 /// Parses a duration such as `250ms`, `10s`, `2m`, `1h` or `1.5s`; a bare number means seconds,
 /// as for sleep(1) and flock(1). Throws `dlock::error(errc::invalid_argument)` for anything else,
 /// including negative values and values that overflow.
-std::chrono::milliseconds parse_duration(std::string_view text);
+DLOCK_API std::chrono::milliseconds parse_duration(std::string_view text);
 
 }  // namespace dlock

@@ -1,6 +1,8 @@
 // dlock/error.hpp — the one exception type dlock throws, and its error codes.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <string>
 #include <system_error>
 
@@ -39,15 +41,15 @@ enum class errc : int {
 };
 
 /// The category of all `dlock::errc` codes; its name is "dlock".
-const std::error_category& error_category() noexcept;
+DLOCK_API const std::error_category& error_category() noexcept;
 
 /// Makes a `std::error_code` for `e` in `dlock::error_category()`.
-std::error_code make_error_code(errc e) noexcept;
+DLOCK_API std::error_code make_error_code(errc e) noexcept;
 
 /// The exception dlock throws. `code()` compares equal to a `dlock::errc`:
 /// `catch (const dlock::error& e) { if (e.code() == dlock::errc::timeout) ... }`.
 /// Messages never contain passwords.
-class error : public std::system_error {
+class DLOCK_API error : public std::system_error {
  public:
   explicit error(errc e) : std::system_error(make_error_code(e)) {}
   error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}

@@ -1,6 +1,8 @@
 // dlock/fencing.hpp — writes that a stale lock holder cannot make.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,13 +26,13 @@ struct fenced_write_result {
 /// smaller token, and its write is rejected once the next holder has written. One atomic
 /// script. Throws `dlock::error` (errc::timeout, connection_lost, server_error) when the server
 /// cannot be asked; a rejection is not an error.
-fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,
-                               std::uint64_t fence);
-fenced_write_result fenced_set(const client& c, std::string_view key, std::string_view value,
-                               std::uint64_t fence);
+DLOCK_API fenced_write_result fenced_set(redis_client& redis, std::string_view key,
+                                         std::string_view value, std::uint64_t fence);
+DLOCK_API fenced_write_result fenced_set(const client& c, std::string_view key,
+                                         std::string_view value, std::uint64_t fence);
 
 /// Where the newest token for `key` is kept: "dlock_fence:{key}" (the key as is when it already
 /// has a hash tag), in the same cluster slot as `key`.
-std::string fence_record_key(std::string_view key);
+DLOCK_API std::string fence_record_key(std::string_view key);
 
 }  // namespace dlock

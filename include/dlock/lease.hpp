@@ -1,6 +1,8 @@
 // dlock/lease.hpp — what you hold when a lock is granted.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -50,7 +52,7 @@ struct lease_state;
 /// A lease can be lost while held (the server was unreachable through a whole lease, the
 /// process was paused, an operator force-unlocked it). It is never lost silently: `valid()`
 /// turns false, the `on_lost` callback runs, then `stop_token()` is signalled.
-class lease {
+class DLOCK_API lease {
  public:
   /// An empty lease: holds nothing.
   lease() noexcept = default;
@@ -95,7 +97,9 @@ class lease {
   /// Releases the hold now. Returns true if the server confirmed the release, false if the lock
   /// was no longer held by this lease or the server could not be reached (the lease then ends at
   /// its expiry: the watchdog has stopped renewing it). Never throws. Idempotent: later calls
-  /// return false. Stops renewal before it returns.
+  /// return false. Stops renewal before it returns. On the client's I/O thread (inside a
+  /// callback, where waiting for the reply would wait for itself) it sends the release without
+  /// waiting and returns true, as `release_async` does.
   bool release() noexcept;
   /// Releases the hold without waiting for the server's answer (one round trip less on the
   /// caller's path). `done`, if given, later runs on the client's I/O thread with what `release`

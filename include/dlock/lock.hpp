@@ -1,6 +1,8 @@
 // dlock/lock.hpp — named distributed locks: reentrant (Redisson layout) and simple (SET NX PX).
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,7 +72,7 @@ using acquire_callback = std::function<void(std::error_code ec, lease l)>;
 ///
 /// Waiting has one hard deadline per call. A negative or zero wait means a single attempt.
 /// Not getting the lock is not an error: an empty lease, or `false`.
-class DLOCK_CAPABILITY("dlock::lock") basic_lock {
+class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
  public:
   const std::string& name() const noexcept;
 
@@ -162,7 +164,7 @@ class DLOCK_CAPABILITY("dlock::lock") basic_lock {
 /// owner id); the same owner may acquire it again and must release it as often. Only the
 /// owner can release a hold; a release by anyone else is refused and changes nothing.
 /// The last release publishes the unlock message, waking waiters here and in Redisson.
-class DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : public basic_lock {
+class DLOCK_API DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : public basic_lock {
  public:
   /// True if the calling thread holds the lock (asks the server).
   bool held_by_current_thread() const;
@@ -181,7 +183,7 @@ class DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : public basic_lo
 /// holds a random 128-bit token, set with SET NX PX; release and extension compare the token.
 /// Mutually exclusive with those libraries on the same name. A second acquisition by the same
 /// thread waits like anyone else's.
-class DLOCK_CAPABILITY("dlock::simple_lock") simple_lock : public basic_lock {
+class DLOCK_API DLOCK_CAPABILITY("dlock::simple_lock") simple_lock : public basic_lock {
  private:
   friend class client;
   simple_lock(std::shared_ptr<detail::lock_core> core, std::string name)

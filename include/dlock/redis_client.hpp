@@ -1,6 +1,8 @@
 // dlock/redis_client.hpp — a multiplexed, automatically pipelined Redis client.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -49,7 +51,7 @@ class redis_client;
 /// A live subscription. Move-only; destroying or `reset()`ing it unsubscribes, after which its
 /// handler is never called again (when called from a thread other than the client's I/O thread
 /// this waits for the I/O thread to drop the handler). Outliving the client is harmless.
-class subscription {
+class DLOCK_API subscription {
  public:
   subscription() noexcept = default;
   subscription(subscription&&) noexcept;
@@ -81,7 +83,7 @@ class subscription {
 /// client reconnects in the background with jittered exponential backoff, re-authenticates,
 /// re-selects the database and re-subscribes; commands issued meanwhile wait for the reconnect
 /// up to their timeout.
-class redis_client {
+class DLOCK_API redis_client {
  public:
   /// Connects (TCP, TLS or unix socket), authenticates, selects the database and names the
   /// connection. Throws `dlock::error` with errc::invalid_url, connect_failed, auth_failed,

@@ -1,6 +1,8 @@
 // dlock/reply.hpp — one RESP2 reply from the server.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,7 +12,7 @@ namespace dlock {
 
 /// A RESP2 reply: nil, a simple or bulk string, an error, an integer, or an array of replies
 /// (which may nest). A value type; copies are deep.
-class reply {
+class DLOCK_API reply {
  public:
   enum class kind : std::uint8_t { nil, simple_string, bulk_string, error, integer, array };
 

@@ -1,6 +1,8 @@
 // dlock/script.hpp — a Lua script sent by its SHA1 (EVALSHA), loaded on demand.
 #pragma once
 
+#include "dlock/export.hpp"
+
 #include <memory>
 #include <string>
 
@@ -9,7 +11,7 @@ namespace dlock {
 /// A server-side Lua script. Cheap to copy (the text is shared). Calls through a `redis_client`
 /// send `EVALSHA`; when the server answers NOSCRIPT (after `SCRIPT FLUSH` or a restart) the call
 /// is retried once as `EVAL`, which also caches the script again. Callers never see NOSCRIPT.
-class script {
+class DLOCK_API script {
  public:
   /// Hashes `source` (SHA1, as Redis does). Throws `dlock::error(errc::invalid_argument)` if the
   /// source is empty.

@@ -15,7 +15,7 @@ std::string fence_record_key(std::string_view key) {
 
 fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,
                                std::uint64_t fence) {
-  static const script fenced(std::string(lua::fenced_set));
+  static const script fenced{std::string(lua::fenced_set)};
   const std::string record = fence_record_key(key);
   const std::string token = std::to_string(fence);
   const auto r = redis.eval(fenced, {key, record}, {token, value});

@@ -35,9 +35,6 @@ class subscriber {
   void remove(std::uint64_t id);
   void close();
 
-  /// Topics currently subscribed on the server (for tests and status output).
-  std::size_t topic_count() const noexcept { return channels_.size() + patterns_.size(); }
-
  private:
   struct entry {
     std::uint64_t id;

@@ -143,7 +143,7 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   foreign.unlock();  // holds nothing: a no-op, counted as a failure, never a throw
   EXPECT_EQ(other.stats().release_failures, 1u);
   // The release script itself refuses an owner field that does not hold the lock.
-  const script release(std::string(lua::reentrant_release));
+  const script release{std::string(lua::reentrant_release)};
   const std::string channel = "redisson_lock__channel:{" + key("r") + "}";
   EXPECT_TRUE(
       other.redis().eval(release, {key("r"), channel}, {"30000", other.id() + ":1", "0"}).is_nil());
@@ -157,7 +157,7 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   // A simple lock compares the token: a wrong one deletes nothing.
   auto s_held = holder.simple(key("s")).try_acquire();
   ASSERT_TRUE(s_held);
-  const script simple_release(std::string(lua::simple_release));
+  const script simple_release{std::string(lua::simple_release)};
   EXPECT_TRUE(other.redis()
                   .eval(simple_release, {key("s"), "redisson_lock__channel:{" + key("s") + "}"},
                         {"not-the-token", "0"})
