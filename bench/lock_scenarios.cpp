@@ -31,9 +31,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Every key the scenarios write, and the keys dlock derives from lock names.
-const std::vector<std::string> bench_key_patterns{
-    "dlock-bench:*", "redisson_lock_token:{dlock-bench:*", "redisson_lock__channel:{dlock-bench:*"};
+// Every key the scenarios write, and the keys dlock derives from lock names (dlock/keys.hpp).
+const std::vector<std::string> bench_key_patterns{"dlock-bench:*",
+                                                  keys_of_lock("dlock-bench:*").fence_counter,
+                                                  keys_of_lock("dlock-bench:*").unlock_channel};
 
 void report(const bench_settings& s, const std::string& message) {
   if (s.progress) s.progress(message);
@@ -355,7 +356,7 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
                  ctx.acquire_sha,
                  "2",
                  std::string(rb_acquire_prefix) + "__rand_int__",
-                 "redisson_lock_token:{dlock-bench:rb}",
+                 keys_of_lock("dlock-bench:rb").fence_counter,
                  std::string(rb_token),
                  ctx.lease_ms};
   out.acquire_rps = run_redis_benchmark(run);
@@ -376,7 +377,7 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
                  ctx.release_sha,
                  "2",
                  prefix + "__rand_int__",
-                 "redisson_lock__channel:{dlock-bench:rb}",
+                 keys_of_lock("dlock-bench:rb").unlock_channel,
                  std::string(rb_token),
                  "0"};
   out.release_rps = run_redis_benchmark(run);
@@ -412,8 +413,9 @@ double run_async_chains(std::vector<simple_lock>& locks, int chains, double seco
     }
     locks[static_cast<std::size_t>(i)].acquire_async(
         std::chrono::seconds(10),
-        [&, i](std::error_code ec, lease l) {
-          if (ec || !l) {
+        [&, i](acquire_result r) {
+          lease l = std::move(r.held);
+          if (r.error || !l) {
             failed = true;
             stop = true;
             if (live.fetch_sub(1) == 1) all_done.set_value();

@@ -16,11 +16,12 @@ namespace dlock::cli {
 enum exit_code : int {
   exit_ok = 0,
   exit_usage = 64,         // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
-  exit_unavailable = 69,   // EX_UNAVAILABLE: the server cannot be reached
+  exit_not_a_lock = 65,    // EX_DATAERR: the name holds something that is not a lock
+  exit_unavailable = 69,   // EX_UNAVAILABLE: the server cannot be reached, or is a replica
   exit_software = 70,      // EX_SOFTWARE: an unexpected failure
   exit_not_acquired = 75,  // EX_TEMPFAIL: the lock was not acquired within --wait
   exit_lease_lost = 76,    // the lock was lost while the command ran
-  exit_auth = 77,          // EX_NOPERM: the server refused the credentials
+  exit_auth = 77,          // EX_NOPERM: credentials refused, or the ACL forbids a command
   exit_cannot_execute = 126,
   exit_command_not_found = 127,
 };
@@ -33,6 +34,9 @@ struct failure : std::runtime_error {
 
 /// The exit code for a dlock::error from talking to the server.
 int exit_code_for(const dlock::error& e);
+/// The error's message for one line on stderr: its own words (the server's, where it has some),
+/// without the generic text of its code that std::system_error appends.
+std::string message_of(const dlock::error& e);
 
 /// The server URL: the last --url, else $DLOCK_URL, else redis://127.0.0.1:6379. Several --url
 /// (RedLock) are reserved for a later version and rejected as a usage error.
@@ -52,12 +56,14 @@ struct run_args {
   std::chrono::milliseconds ttl{30'000};
   std::chrono::milliseconds grace{10'000};
   std::string kind = "reentrant";
+  int lost_exit_code = exit_lease_lost;
 };
 
 int run(const run_args& args);
 int status(const std::string& url, const std::string& name, bool json);
 int list(const std::string& url, const std::string& pattern, bool json);
-int force_unlock(const std::string& url, const std::string& name);
+/// `kind`: "" or the kind the operator confirms for a lock left without an expiry.
+int force_unlock(const std::string& url, const std::string& name, const std::string& kind);
 int demo(const std::string& self);
 /// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
 int demo_holder(const std::string& url, const std::string& name, const std::string& resource);

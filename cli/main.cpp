@@ -9,19 +9,30 @@
 
 #include "bench_run.hpp"
 #include "cli.hpp"
+#include "display.hpp"
 #include "dlock/connection_options.hpp"
 #include "dlock/version.hpp"
 
 namespace dlock::cli {
 
 int exit_code_for(const dlock::error& e) {
-  if (e.code() == errc::invalid_url || e.code() == errc::invalid_argument) return exit_usage;
-  if (e.code() == errc::auth_failed) return exit_auth;
-  if (e.code() == errc::connect_failed || e.code() == errc::tls_failed ||
-      e.code() == errc::timeout || e.code() == errc::connection_lost) {
+  const auto ec = e.code();
+  if (ec == errc::invalid_url || ec == errc::invalid_argument) return exit_usage;
+  if (ec == errc::wrong_type) return exit_not_a_lock;
+  if (ec == errc::auth_failed || ec == errc::permission_denied) return exit_auth;
+  if (ec == errc::connect_failed || ec == errc::tls_failed || ec == errc::timeout ||
+      ec == errc::connection_lost || ec == errc::server_busy || ec == errc::read_only) {
     return exit_unavailable;
   }
   return exit_software;
+}
+
+std::string message_of(const dlock::error& e) {
+  std::string what = e.what();
+  const std::string suffix = ": " + e.code().message();
+  if (what.size() > suffix.size() && what.ends_with(suffix))
+    what.resize(what.size() - suffix.size());
+  return what;
 }
 
 std::string resolve_url(const std::vector<std::string>& urls) {
@@ -48,7 +59,7 @@ dlock::client connect(const dlock::client_options& options) {
   try {
     return dlock::client(options);
   } catch (const dlock::error& e) {
-    throw failure(exit_code_for(e), e.what());
+    throw failure(exit_code_for(e), message_of(e));
   }
 }
 
@@ -71,11 +82,27 @@ The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
   URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path
   TLS options as query: ?ca=FILE&cert=FILE&key=FILE&verify=none&sni=NAME
 
-Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
-  64 usage error, 69 server unreachable, 70 internal error, 75 lock not acquired within --wait,
-  76 lock lost while the command ran, 77 authentication refused, 126/127 command not runnable.)";
+Options before the subcommand or after it, anywhere before "--". A name that starts with "-"
+comes after "--" (dlock status -- -x; dlock run -- -x -- CMD).
 
-// Everything after the first "--" belongs to the command `dlock run` starts.
+Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
+  64 usage error, 65 the name holds something that is not a lock, 69 server unreachable (or a
+  replica, or still loading when --wait ran out), 70 internal error, 75 lock not acquired within
+  --wait, 76 lock lost while the command ran (--lost-exit-code), 77 credentials refused or the
+  ACL forbids a command, 126/127 command not runnable.)";
+
+// Options that take a value as the next argument (unless given as --option=value).
+bool takes_value(std::string_view option) {
+  static constexpr std::string_view with_value[] = {
+      "--url",     "--wait",     "--ttl",   "--grace", "--kind", "--lost-exit-code",
+      "--seconds", "--variants", "--loads", "--plot"};
+  return std::find(std::begin(with_value), std::end(with_value), option) != std::end(with_value);
+}
+
+// Splits the arguments into dlock's own and the command `dlock run` starts. The command begins
+// after the "--" that follows the lock name; a "--" before any name says only that what follows
+// are names, even names that start with "-" (dlock run -- -x -- CMD). For the other
+// subcommands a "--" has that second meaning only (dlock status -- -x).
 struct split_args {
   std::vector<std::string> ours;
   std::vector<std::string> command;
@@ -84,12 +111,41 @@ struct split_args {
 
 split_args split_at_separator(int argc, char** argv) {
   split_args s;
+  std::string subcommand;
+  bool names_follow = false;  // a "--" came before any name
+  int names = 0;
+  bool value_next = false;
   for (int i = 1; i < argc; ++i) {
-    if (!s.has_separator && std::string_view(argv[i]) == "--") {
-      s.has_separator = true;
+    const std::string_view arg(argv[i]);
+    if (value_next) {
+      value_next = false;
+      s.ours.emplace_back(arg);
       continue;
     }
-    (s.has_separator ? s.command : s.ours).emplace_back(argv[i]);
+    if (arg == "--") {
+      if (subcommand != "run" || (names == 0 && !names_follow)) {
+        names_follow = true;
+        s.ours.emplace_back(arg);
+        if (subcommand == "run") continue;
+        for (++i; i < argc; ++i)  // everything else is positional for CLI11
+          s.ours.emplace_back(argv[i]);
+        break;
+      }
+      s.has_separator = true;
+      for (++i; i < argc; ++i)
+        s.command.emplace_back(argv[i]);
+      break;
+    }
+    s.ours.emplace_back(arg);
+    if (names_follow) {
+      ++names;
+    } else if (arg.starts_with("-")) {
+      value_next = takes_value(arg);
+    } else if (subcommand.empty()) {
+      subcommand = arg;
+    } else {
+      ++names;
+    }
   }
   return s;
 }
@@ -107,8 +163,11 @@ int main_impl(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   std::vector<std::string> urls;
+  // One value per --url: a vector option would otherwise swallow the arguments after it.
   app.add_option("--url", urls, "Redis server URL (repeatable; several = RedLock, reserved)")
-      ->type_name("URL");
+      ->type_name("URL")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   run_args run_opts;
   std::string wait_text, ttl_text = "30s", grace_text = "10s";
@@ -136,6 +195,12 @@ Examples:
       ->type_name("DUR");
   run_cmd->add_option("--kind", run_opts.kind, "reentrant (Redisson layout, default) or simple")
       ->type_name("KIND");
+  run_cmd
+      ->add_option("--lost-exit-code", run_opts.lost_exit_code,
+                   "Exit with this instead of 76 when the lock was lost, so that a command's "
+                   "own 76 can be told apart")
+      ->check(CLI::Range(1, 255))
+      ->type_name("N");
   run_cmd->add_option("name", run_opts.name, "Lock name")->required();
 
   std::string status_name;
@@ -153,13 +218,24 @@ Examples:
   ls_cmd->add_flag("--json", ls_json, "Print JSON (schema: docs/cli.md)");
   ls_cmd->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json");
 
-  std::string unlock_name;
+  std::string unlock_name, unlock_kind;
   bool force = false;
   auto* unlock_cmd = app.add_subcommand(
       "unlock", "Delete a lock whoever holds it, wake its waiters, say what was removed");
   unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
   unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock")->required();
-  unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
+  unlock_cmd
+      ->add_option("--kind", unlock_kind,
+                   "reentrant or simple: confirms that a key in that lock's layout but without "
+                   "an expiry is a lock")
+      ->check(CLI::IsMember({"reentrant", "simple"}))
+      ->type_name("KIND");
+  unlock_cmd->footer(R"(
+Only locks are deleted: a key that is not in a lock's layout (a list, a JSON string, a hash of
+user fields, a counter) is refused with exit 65 and left alone; so is a lock-like key without an
+expiry, unless --kind confirms it.
+Example:
+  dlock unlock --force nightly-report)");
 
   market_args market_opts;
   auto* market_cmd = app.add_subcommand(
@@ -268,7 +344,7 @@ Examples:
   if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for dlock run");
   if (*status_cmd) return status(resolve_url(urls), status_name, status_json);
   if (*ls_cmd) return list(resolve_url(urls), pattern, ls_json);
-  if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name);
+  if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name, unlock_kind);
   if (*demo_cmd) return demo(self_path(argv[0]));
   if (*market_cmd) {
     // Only an explicit --url, and only with --flush: every run begins with FLUSHALL.
@@ -289,16 +365,17 @@ Examples:
 
 int main(int argc, char** argv) {
   using namespace dlock::cli;
+  // One line on stderr whatever a message holds: names may carry newlines or any bytes.
   try {
     return main_impl(argc, argv);
   } catch (const failure& f) {
-    std::cerr << "dlock: " << f.what() << "\n";
+    std::cerr << "dlock: " << escaped(f.what()) << "\n";
     return f.code;
   } catch (const dlock::error& e) {
-    std::cerr << "dlock: " << e.what() << "\n";
+    std::cerr << "dlock: " << escaped(message_of(e)) << "\n";
     return exit_code_for(e);
   } catch (const std::exception& e) {
-    std::cerr << "dlock: " << e.what() << "\n";
+    std::cerr << "dlock: " << escaped(e.what()) << "\n";
     return exit_software;
   }
 }

@@ -1,18 +1,21 @@
-// dlock run: hold a lock while a command runs.
+// dlock run: hold a lock while a command, and everything it starts, runs.
 //
 // The handled signals are blocked in every thread (before the client's I/O thread exists, so it
 // inherits the mask) and read from a signalfd in the main loop, together with a pipe on which
 // the client reports the acquisition and a lost lease. One poll loop, no signal handlers.
+//
+// dlock is the child subreaper of the command's whole process tree: a grandchild that outlives
+// the command is reparented to dlock, which keeps the lock until the last descendant has exited
+// (flock(1) holds its lock while any inherited descriptor lives; this is the same promise), and
+// on a lost lease signals every descendant, wherever its process group or session.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -20,6 +23,7 @@
 #include "cli.hpp"
 #include "dlock/lock.hpp"
 #include "embedded/process.hpp"
+#include "process_tree.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -47,9 +51,7 @@ class fd {
 struct events {
   std::mutex mutex;
   int write_end = -1;
-  bool acquired_done = false;
-  std::error_code acquire_error;
-  lease granted;
+  std::optional<acquire_result> acquired;
   std::optional<lease_lost_reason> lost;
 
   void notify() {
@@ -63,7 +65,7 @@ std::string reason_text(lease_lost_reason r) {
     case lease_lost_reason::expired:
       return "its lease ran out before it could be renewed";
     case lease_lost_reason::not_held:
-      return "it was taken away (expired, deleted or force-unlocked)";
+      return "it was taken away (expired, deleted, force-unlocked, or the server lost it)";
   }
   return "unknown";
 }
@@ -73,9 +75,44 @@ std::string describe(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";
 }
 
+// Connects, retrying what is temporary (a server restarting, unreachable for a moment) until
+// `deadline`; a signal meanwhile ends dlock as it would while waiting for the lock.
+dlock::client connect_until(const client_options& options, steady::time_point deadline,
+                            int signal_fd) {
+  auto backoff = 50ms;
+  for (;;) {
+    try {
+      return dlock::client(options);
+    } catch (const dlock::error& e) {
+      const bool temporary = e.code() == errc::connect_failed || e.code() == errc::timeout ||
+                             e.code() == errc::connection_lost || e.code() == errc::server_busy;
+      const auto now = steady::now();
+      if (!temporary || now >= deadline) throw failure(exit_code_for(e), message_of(e));
+      const auto pause = std::min<steady::duration>(backoff, deadline - now);
+      backoff = std::min(backoff * 2, 1000ms);
+      pollfd p{signal_fd, POLLIN, 0};
+      if (::poll(&p, 1,
+                 static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(pause).count())) >
+          0) {
+        signalfd_siginfo info;
+        if (::read(signal_fd, &info, sizeof info) == sizeof info && info.ssi_signo != SIGCHLD) {
+          std::cerr << "dlock: interrupted while connecting" << std::endl;
+          std::_Exit(128 + static_cast<int>(info.ssi_signo));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int run(const run_args& args) {
+  // Before any child exists: orphans of the command's tree must come to us.
+  try {
+    become_subreaper();
+  } catch (const std::exception& e) {
+    throw failure(exit_software, std::string("cannot watch the command's processes: ") + e.what());
+  }
   sigset_t handled, original;
   sigemptyset(&handled);
   for (int sig : forwarded_signals)
@@ -90,9 +127,15 @@ int run(const run_args& args) {
   fd wake_read(pipe_fds[0]);
   fd wake_write(pipe_fds[1]);
 
+  const auto wait = args.wait.value_or(std::chrono::milliseconds::max());  // 0: one attempt
+  const auto start = steady::now();
+  // An explicit --wait also covers a server that is down when dlock starts (restarting, say);
+  // without one, an unreachable server is reported at once: more likely a wrong URL than a
+  // restart, and a cron job must not hang on it forever.
+  const auto connect_deadline = !args.wait || wait.count() <= 0 ? start : start + wait;
   auto options = client_options::from_url(args.url);
   options.watchdog_lease = args.ttl;
-  const auto c = connect(options);
+  const auto c = connect_until(options, connect_deadline, signals.get());
 
   // The callbacks may outlive this function (an acquisition still pending when we exit on a
   // signal), so what they touch is shared.
@@ -104,14 +147,11 @@ int run(const run_args& args) {
     ev->lost = r;
     ev->notify();
   };
-  auto on_acquired = [ev](std::error_code ec, lease l) {
+  auto on_acquired = [ev](acquire_result r) {
     std::lock_guard lock(ev->mutex);
-    ev->acquired_done = true;
-    ev->acquire_error = ec;
-    ev->granted = std::move(l);
+    ev->acquired = std::move(r);
     ev->notify();
   };
-  const auto wait = args.wait.value_or(std::chrono::milliseconds::max());  // 0: one attempt
   if (args.kind == "simple") {
     c.simple(args.name).acquire_async(wait, on_acquired, lo);
   } else {
@@ -119,7 +159,10 @@ int run(const run_args& args) {
   }
 
   std::optional<embedded::child_process> child;
+  pid_t child_pid = -1;
   lease held;
+  std::optional<int> status;  // the command's, once it has exited
+  bool told_of_leftovers = false;
   bool killing = false;
   steady::time_point kill_at{};
   std::optional<lease_lost_reason> lost;
@@ -134,8 +177,9 @@ int run(const run_args& args) {
     const int ready = ::poll(fds, 2, timeout);
     if (ready < 0 && errno != EINTR) throw failure(exit_software, "poll failed");
     if (killing && steady::now() >= kill_at) {
-      child->signal(SIGKILL);
-      killing = false;
+      // Again until none is left: one may have forked just before it was killed.
+      signal_descendants(SIGKILL);
+      kill_at = steady::now() + 100ms;
     }
 
     if (fds[1].revents & POLLIN) {
@@ -143,14 +187,18 @@ int run(const run_args& args) {
       while (::read(wake_read.get(), drain, sizeof drain) > 0) {
       }
       std::unique_lock lock(ev->mutex);
-      if (!child && ev->acquired_done) {
-        const auto ec = ev->acquire_error;
-        held = std::move(ev->granted);
+      if (child_pid < 0 && ev->acquired) {
+        auto result = std::move(*ev->acquired);
+        ev->acquired.reset();
         lock.unlock();
-        if (ec) {
-          throw failure(exit_code_for(dlock::error(ec, "")),
-                        "cannot acquire " + args.name + ": " + ec.message());
+        if (result.error) {
+          std::string message = result.message;
+          if (result.error == errc::read_only) {
+            message += " (the URL names a replica; locks need the master)";
+          }
+          throw failure(exit_code_for(dlock::error(result.error, "")), message);
         }
+        held = std::move(result.held);
         if (!held) {
           throw failure(exit_not_acquired,
                         args.name + " is held by someone else" +
@@ -165,6 +213,7 @@ int run(const run_args& args) {
                                           .env = {"DLOCK_NAME=" + args.name,
                                                   "DLOCK_FENCE=" + std::to_string(held.fence())},
                                           .signal_mask = &original});
+          child_pid = child->pid();
         } catch (const embedded::spawn_error& e) {
           held.release();
           throw failure(e.code().value() == ENOENT ? exit_command_not_found : exit_cannot_execute,
@@ -172,12 +221,13 @@ int run(const run_args& args) {
         }
         lock.lock();
       }
-      if (child && ev->lost && !lost) {
+      if (child_pid > 0 && ev->lost && !lost) {
         lost = ev->lost;
+        lock.unlock();
         std::cerr << "dlock: lost the lock " << args.name << ": " << reason_text(*lost)
-                  << "; stopping the command (SIGTERM, SIGKILL after " << describe(args.grace)
-                  << ")" << std::endl;
-        child->signal(SIGTERM);
+                  << "; stopping the command and everything it started (SIGTERM, SIGKILL after "
+                  << describe(args.grace) << ")" << std::endl;
+        signal_descendants(SIGTERM);
         killing = true;
         kill_at = steady::now() + args.grace;
       }
@@ -188,7 +238,7 @@ int run(const run_args& args) {
       while (::read(signals.get(), &info, sizeof info) == sizeof info) {
         const int sig = static_cast<int>(info.ssi_signo);
         if (sig == SIGCHLD) continue;  // reaped below
-        if (!child) {
+        if (child_pid < 0) {
           // Still waiting for the lock: give up at once. The pending acquisition keeps the
           // client's I/O thread busy, so leave without running destructors; a grant that races
           // with this is released by the lease's expiry.
@@ -196,21 +246,64 @@ int run(const run_args& args) {
           std::_Exit(128 + sig);
         }
         // A terminal's signal already reached the whole foreground group, the command
-        // included; forward only what a process sent to us alone.
-        if (info.ssi_code != SI_KERNEL) child->signal(sig);
+        // included; forward only what a process sent to us alone. Once the command has exited,
+        // what it left running gets it.
+        if (info.ssi_code == SI_KERNEL) continue;
+        if (child && child->running()) {
+          child->signal(sig);
+        } else {
+          signal_descendants(sig);
+        }
       }
     }
 
-    if (child) {
-      if (const auto status = child->try_wait()) {
-        if (lost) return exit_lease_lost;
-        if (!held.release()) {
-          std::cerr << "dlock: warning: could not confirm the release of " << args.name
-                    << "; it expires within " << describe(args.ttl) << std::endl;
-        }
-        return *status;
+    if (child_pid < 0) continue;
+    const bool none_left = reap_children(child_pid, [&] { status = child->try_wait(); });
+    if (!status) continue;
+    if (!none_left) {
+      if (!told_of_leftovers) {
+        told_of_leftovers = true;
+        std::cerr << "dlock: the command exited (status " << *status << "); holding " << args.name
+                  << " until the " << descendants().size()
+                  << " process(es) it left running have exited too" << std::endl;
       }
+      continue;
     }
+
+    // The command and all it started are gone. Was the lock ours the whole time?
+    {
+      std::lock_guard lock(ev->mutex);
+      if (ev->lost) lost = ev->lost;
+    }
+    if (!lost && !held.valid()) lost = lease_lost_reason::expired;  // dlock itself was paused
+    const auto valid_until = held.valid_until();
+    const auto outcome = held.release_checked();
+    if (lost) {
+      std::cerr << "dlock: the lock " << args.name
+                << " was lost while the command ran: " << reason_text(*lost) << std::endl;
+      return args.lost_exit_code;
+    }
+    switch (outcome) {
+      case release_outcome::released:
+        return *status;
+      case release_outcome::not_held:
+        std::cerr << "dlock: the lock " << args.name
+                  << " was no longer held when the command ended: it was lost while it ran"
+                  << std::endl;
+        return args.lost_exit_code;
+      case release_outcome::unconfirmed:
+        if (steady::now() >= valid_until) {
+          std::cerr << "dlock: could not confirm the release of " << args.name
+                    << ", and its lease has run out: it may have been lost while the command ran"
+                    << std::endl;
+          return args.lost_exit_code;
+        }
+        std::cerr << "dlock: warning: could not confirm the release of " << args.name
+                  << "; it was held throughout and expires within " << describe(args.ttl)
+                  << std::endl;
+        return *status;
+    }
+    return *status;
   }
 }
 

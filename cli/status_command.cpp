@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "display.hpp"
+#include "dlock/keys.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/redis_client.hpp"
 
@@ -34,20 +36,32 @@ std::string ttl_text(const std::optional<std::chrono::milliseconds>& ttl) {
   return buf;
 }
 
+// The kind column: a key that is not a lock says what it holds instead.
+std::string kind_text(const lock_info& info) {
+  if (info.type != lock_type::other) return kind_name(info.type);
+  return "not a lock: " + info.content;
+}
+
 // The documented JSON form of one lock (docs/cli.md).
 nlohmann::json to_json(const std::string& name, const lock_info& info) {
   nlohmann::json holders = nlohmann::json::array();
-  for (const auto& h : info.holders)
-    holders.push_back({{"owner", h.owner}, {"holds", h.holds}});
+  for (const auto& h : info.holders) {
+    nlohmann::json holder{{"holds", h.holds}};
+    set_text(holder, "owner", h.owner);
+    holders.push_back(std::move(holder));
+  }
   nlohmann::json ttl = nullptr;
   if (info.ttl) ttl = *info.ttl == std::chrono::milliseconds::max() ? -1 : info.ttl->count();
-  return {{"name", name},
-          {"kind", kind_name(info.type)},
-          {"locked", info.type == lock_type::reentrant || info.type == lock_type::simple},
-          {"holders", holders},
-          {"ttl_ms", ttl},
-          {"fence", info.fence},
-          {"waiters", info.waiters}};
+  nlohmann::json out{
+      {"kind", kind_name(info.type)},
+      {"locked", info.type == lock_type::reentrant || info.type == lock_type::simple},
+      {"holders", holders},
+      {"ttl_ms", ttl},
+      {"fence", info.fence},
+      {"waiters", info.waiters}};
+  set_text(out, "name", name);
+  if (info.type == lock_type::other) out["content"] = info.content;
+  return out;
 }
 
 std::string holders_text(const lock_info& info) {
@@ -55,7 +69,8 @@ std::string holders_text(const lock_info& info) {
   std::string out;
   for (const auto& h : info.holders) {
     if (!out.empty()) out += ", ";
-    out += h.owner + " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
+    out +=
+        escaped(h.owner) + " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
   }
   return out;
 }
@@ -64,26 +79,28 @@ dlock::client connect_to(const std::string& url) {
   try {
     return connect(client_options::from_url(url));
   } catch (const dlock::error& e) {
-    throw failure(exit_code_for(e), e.what());
+    throw failure(exit_code_for(e), message_of(e));
   }
 }
 
-// Lock names from their fencing counters, "redisson_lock_token:{NAME}" (or ":NAME" when the name
-// carries its own hash tag): every lock dlock (or Redisson's fenced lock) has granted has one.
+// Lock names as their users wrote them, from their fencing counters: every lock dlock (or
+// Redisson's fenced lock) has granted has one. Redisson's rule gives the names `a` and `{a}` the
+// same counter; the one whose lock exists is meant, else the plainer `a`.
 std::vector<std::string> scan_lock_names(redis_client& redis) {
-  static const std::string prefix = "redisson_lock_token:";
+  // SCAN's MATCH is a glob: escape the prefix's own special characters (it has none today).
+  const std::string pattern = std::string(fence_counter_prefix) + ":*";
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    const auto r = redis.command({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
+    const auto r = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     cursor = r.at(0).str();
     for (const auto& k : r.at(1).elements()) {
-      std::string name = k.str().substr(prefix.size());
-      if (name.size() > 2 && name.front() == '{' && name.back() == '}' &&
-          name.find_first_of("{}", 1) == name.size() - 1) {
-        name = name.substr(1, name.size() - 2);
+      auto candidates = lock_names_of_fence_counter(k.str());
+      if (candidates.size() == 2 && redis.command({"EXISTS", candidates[0]}).integer() == 0 &&
+          redis.command({"EXISTS", candidates[1]}).integer() == 1) {
+        candidates.erase(candidates.begin());
       }
-      names.push_back(std::move(name));
+      if (!candidates.empty()) names.push_back(std::move(candidates.front()));
     }
   } while (cursor != "0");
   std::sort(names.begin(), names.end());
@@ -100,8 +117,8 @@ int status(const std::string& url, const std::string& name, bool json) {
     std::cout << to_json(name, info).dump() << "\n";
     return exit_ok;
   }
-  std::cout << "lock     " << name << "\n"
-            << "kind     " << kind_name(info.type) << "\n"
+  std::cout << "lock     " << escaped(name) << "\n"
+            << "kind     " << kind_text(info) << "\n"
             << "holders  " << holders_text(info) << "\n"
             << "ttl      " << ttl_text(info.ttl) << "\n"
             << "fence    " << info.fence << "\n"
@@ -125,32 +142,37 @@ int list(const std::string& url, const std::string& pattern, bool json) {
   }
   std::size_t width = 4;
   for (const auto& [name, info] : rows)
-    width = std::max(width, name.size());
-  std::printf("%-*s  %-9s  %-9s  %6s  %7s  %s\n", static_cast<int>(width), "NAME", "KIND", "TTL",
+    width = std::max(width, escaped(name).size());
+  std::printf("%-*s  %-9s  %-9s  %16s  %7s  %s\n", static_cast<int>(width), "NAME", "KIND", "TTL",
               "FENCE", "WAITERS", "HOLDERS");
   for (const auto& [name, info] : rows) {
-    std::printf("%-*s  %-9s  %-9s  %6llu  %7lld  %s\n", static_cast<int>(width), name.c_str(),
-                kind_name(info.type), ttl_text(info.ttl).c_str(),
+    std::printf("%-*s  %-9s  %-9s  %16llu  %7lld  %s\n", static_cast<int>(width),
+                escaped(name).c_str(), kind_text(info).c_str(), ttl_text(info.ttl).c_str(),
                 static_cast<unsigned long long>(info.fence), static_cast<long long>(info.waiters),
                 holders_text(info).c_str());
   }
   return exit_ok;
 }
 
-int force_unlock(const std::string& url, const std::string& name) {
+int force_unlock(const std::string& url, const std::string& name, const std::string& kind) {
   const auto c = connect_to(url);
   lock_info removed;
   try {
-    removed = c.reentrant(name).force_unlock();
+    // The kind confirms what a lock left without an expiry is; without it only unambiguous locks
+    // are deleted (and the lock object's kind does not matter: the script judges the key).
+    const auto check =
+        kind.empty() ? force_unlock_check::layout_and_expiry : force_unlock_check::confirmed_kind;
+    removed = kind == "simple" ? c.simple(name).force_unlock(check)
+                               : c.reentrant(name).force_unlock(check);
   } catch (const dlock::error& e) {
-    if (e.code() == errc::wrong_type) throw failure(exit_usage, e.what());
-    throw;
+    if (e.code() != errc::wrong_type) throw;
+    throw failure(exit_not_a_lock, message_of(e) + "; nothing was deleted");
   }
   if (removed.type == lock_type::none) {
-    std::cout << "no lock named " << name << ": nothing removed\n";
+    std::cout << "no lock named " << escaped(name) << ": nothing removed\n";
     return exit_ok;
   }
-  std::cout << "removed " << kind_name(removed.type) << " lock " << name << " held by "
+  std::cout << "removed " << kind_name(removed.type) << " lock " << escaped(name) << " held by "
             << holders_text(removed) << ", ttl " << ttl_text(removed.ttl) << ", fence "
             << removed.fence << "; waiters woken\n";
   return exit_ok;

@@ -58,6 +58,9 @@ struct client_stats {
   std::uint64_t leases_renewed = 0;   ///< individual lease renewals
   std::uint64_t watched_leases = 0;   ///< leases the watchdog currently renews
   std::uint64_t unlock_messages = 0;  ///< unlock messages received by waiters
+  /// Grants not handed out because their validity had run out before their reply arrived (a
+  /// stalled server or network): each was undone and the wait went on.
+  std::uint64_t grants_born_dead = 0;
 };
 
 /// A client of one Redis server that hands out locks. Copies are cheap and share one

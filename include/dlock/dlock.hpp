@@ -5,6 +5,7 @@
 #include "dlock/connection_options.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fencing.hpp"
+#include "dlock/keys.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/redis_client.hpp"

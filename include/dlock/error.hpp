@@ -30,14 +30,24 @@ enum class errc : int {
   client_closed,
   /// The server sent bytes that are not valid RESP; the connection was closed.
   protocol_error,
-  /// The server answered with an error reply (the message holds the server's text).
+  /// The server answered with an error reply not covered by a more precise code (the message
+  /// holds the server's text), e.g. OOM when the server is out of memory.
   server_error,
-  /// A key exists with a type the operation cannot work on (e.g. a lock name that holds a list).
+  /// A key exists with a type the operation cannot work on: a lock name that holds a list, or a
+  /// string or hash that is not a lock. The message names what the key holds.
   wrong_type,
   /// A reply had a different shape than the operation expected.
   unexpected_reply,
   /// The operation needs a lease that is still held, and this one was released or lost.
   lease_lost,
+  /// The server cannot serve the command now but will soon: it is loading its dataset
+  /// (LOADING), busy with a long script (BUSY), or waiting for its master or cluster (TRYAGAIN,
+  /// MASTERDOWN, CLUSTERDOWN). Acquisitions retry it while their wait lasts.
+  server_busy,
+  /// The server's ACL does not let this user run a command the operation needs (NOPERM).
+  permission_denied,
+  /// The server is a read-only replica (READONLY): locks need the master.
+  read_only,
 };
 
 /// The category of all `dlock::errc` codes; its name is "dlock".

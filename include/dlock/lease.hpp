@@ -23,6 +23,19 @@ enum class lease_lost_reason {
   not_held,
 };
 
+/// How a release ended.
+enum class release_outcome {
+  /// The server confirmed that this hold is released.
+  released,
+  /// The lock was no longer held by this lease when the release reached the server: the lease
+  /// had been lost (expired, taken over, deleted, or the server restarted without it), whether
+  /// or not that had been signalled yet.
+  not_held,
+  /// The server could not be asked (unreachable, timed out, client closed). The lock ends at
+  /// its expiry, which the watchdog no longer pushes out.
+  unconfirmed,
+};
+
 /// Options for one acquisition.
 struct lease_options {
   /// A fixed lease: the lock expires this long after it is granted unless released or extended.
@@ -96,11 +109,15 @@ class DLOCK_API lease {
 
   /// Releases the hold now. Returns true if the server confirmed the release, false if the lock
   /// was no longer held by this lease or the server could not be reached (the lease then ends at
-  /// its expiry: the watchdog has stopped renewing it). Never throws. Idempotent: later calls
-  /// return false. Stops renewal before it returns. On the client's I/O thread (inside a
-  /// callback, where waiting for the reply would wait for itself) it sends the release without
-  /// waiting and returns true, as `release_async` does.
+  /// its expiry: the watchdog has stopped renewing it); `release_checked` tells those apart.
+  /// Never throws. Idempotent: later calls return false. Stops renewal before it returns. On
+  /// the client's I/O thread (inside a callback, where waiting for the reply would wait for
+  /// itself) it sends the release without waiting and returns true, as `release_async` does.
   bool release() noexcept;
+  /// Releases the hold as `release` does and says how it went: whether the lock was still held
+  /// to the end (`released`), had been lost (`not_held`: act as if `on_lost` had run), or could
+  /// not be confirmed. An empty lease reports `not_held`. Never throws.
+  release_outcome release_checked() noexcept;
   /// Releases the hold without waiting for the server's answer (one round trip less on the
   /// caller's path). `done`, if given, later runs on the client's I/O thread with what `release`
   /// would have returned (at once, on this thread, if the lease was already lost or is empty).

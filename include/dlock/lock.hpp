@@ -45,6 +45,9 @@ enum class lock_type {
 /// A consistent snapshot of a lock, read in one round trip (plus one for `waiters`).
 struct lock_info {
   lock_type type = lock_type::none;
+  /// For `lock_type::other`: what the key holds instead, e.g. "a list" or "a hash that is not a
+  /// lock". Empty otherwise.
+  std::string content;
   /// Every owner and its hold count (one entry for a simple lock).
   std::vector<lock_holder> holders;
   /// Remaining lease; nothing if the lock is free, `milliseconds::max()` if it has no expiry.
@@ -55,10 +58,28 @@ struct lock_info {
   std::int64_t waiters = 0;
 };
 
-/// Completion of an asynchronous acquisition. On success `ec` is empty and `l` holds the grant;
-/// if the wait ended without the lock, `ec` is empty and `l` is empty; on failure `ec` is a
-/// `dlock::errc`. Runs on the client's I/O thread; do not block in it.
-using acquire_callback = std::function<void(std::error_code ec, lease l)>;
+/// How an asynchronous acquisition ended: granted (`held` is set), not acquired within the wait
+/// (all empty), or failed (`error` is a `dlock::errc` and `message` says why, with the server's
+/// own text when the server refused).
+struct acquire_result {
+  lease held;
+  std::error_code error;
+  std::string message;
+};
+
+/// Completion of an asynchronous acquisition. Runs on the client's I/O thread; do not block in
+/// it.
+using acquire_callback = std::function<void(acquire_result result)>;
+
+/// How sure `force_unlock` must be that a key is a lock before it deletes it.
+enum class force_unlock_check {
+  /// Only a key in a lock's layout with an expiry: every lock dlock, Redisson and the SET NX
+  /// libraries take has one. A key that merely looks like a lock is left alone.
+  layout_and_expiry,
+  /// Also a key in this lock object's layout without an expiry (a lock someone left without a
+  /// TTL): the caller confirms the kind. Counters are never deleted.
+  confirmed_kind,
+};
 
 /// What both kinds of lock can do. A lock object is a cheap, copyable handle: a name bound to a
 /// client. Copies share their Lockable state (the holds taken through `lock()`/`try_lock*()`).
@@ -76,15 +97,23 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
  public:
   const std::string& name() const noexcept;
 
-  /// One attempt. Returns the lease, or an empty lease if the lock is held by someone else.
-  /// Throws `dlock::error`: errc::invalid_argument (non-positive lease time, or an owner id on a
-  /// simple lock), errc::wrong_type (the name holds a key that is not a lock of this kind and
-  /// cannot be one), errc::timeout / connection_lost (the server did not answer).
+  /// One attempt. Returns the lease, or an empty lease if the lock is held by someone else. A
+  /// grant whose validity ran out before its reply arrived (a stalled server) is never returned:
+  /// it is undone and counts as not acquired.
+  /// Throws `dlock::error` (the message carries the server's own text where it has one):
+  /// errc::invalid_argument (non-positive lease time, or an owner id on a simple lock),
+  /// errc::wrong_type (the name holds something that is not a lock: a list, a JSON string, a
+  /// hash of user fields), errc::permission_denied (the ACL forbids a command the lock needs),
+  /// errc::read_only (the server is a replica), errc::server_busy (LOADING, BUSY, ...),
+  /// errc::timeout / connection_lost (the server did not answer), errc::server_error (others,
+  /// such as OOM).
   lease try_acquire(const lease_options& options = {});
   /// Waits up to `wait` for the lock. Returns an empty lease if the wait ends first, however slow
   /// the server is (attempts in flight are bounded by the same deadline). While time remains,
-  /// connection failures are retried; at the deadline they count as "not acquired". Throws as
-  /// `try_acquire` for errors that waiting cannot fix.
+  /// what is temporary is retried: connection failures and reconnects, errc::server_busy
+  /// (a restarting server loading its data, a long script, a failover), and born-dead grants;
+  /// at the deadline they count as "not acquired". Throws as `try_acquire` for errors that
+  /// waiting cannot fix.
   lease try_acquire_for(std::chrono::milliseconds wait, const lease_options& options = {});
   /// As `try_acquire_for`, with an absolute deadline; a deadline in the past means one attempt.
   lease try_acquire_until(std::chrono::steady_clock::time_point deadline,
@@ -120,8 +149,10 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// Deletes the lock whoever holds it and wakes its waiters; returns what it removed (type
   /// `none` if there was no lock). The holder learns of it at its next renewal
   /// (`lease_lost_reason::not_held`). Throws errc::wrong_type, deleting nothing, if the name
-  /// holds a key that is not a lock.
-  lock_info force_unlock() const;
+  /// holds a key that is not a lock by `check` (a list, a JSON string, a hash of user fields,
+  /// a counter, a lock-like key without expiry unless confirmed), and as `try_acquire` for
+  /// server errors.
+  lock_info force_unlock(force_unlock_check check = force_unlock_check::layout_and_expiry) const;
 
   // ---- Lockable (std::unique_lock, std::scoped_lock, std::lock) ----
   // Holds taken through these are kept inside the lock object (shared by its copies), per

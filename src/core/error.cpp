@@ -34,6 +34,12 @@ class dlock_category final : public std::error_category {
         return "unexpected reply";
       case errc::lease_lost:
         return "lease lost";
+      case errc::server_busy:
+        return "the server is busy or loading";
+      case errc::permission_denied:
+        return "permission denied";
+      case errc::read_only:
+        return "the server is a read-only replica";
     }
     return "unknown dlock error";
   }

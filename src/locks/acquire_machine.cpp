@@ -48,7 +48,8 @@ acquire_machine::step acquire_machine::on_wake(steady::time_point now) {
 }
 
 acquire_machine::step acquire_machine::on_error(std::error_code ec, steady::time_point now) {
-  const bool transient = ec == errc::timeout || ec == errc::connection_lost;
+  const bool transient =
+      ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
   if (!transient || limits_.single_attempt) return {step_kind::failed, {}, ec};
   if (now >= limits_.deadline) return {step_kind::not_acquired};
   backoff_ =

@@ -52,8 +52,10 @@ class acquire_machine {
   /// Woken: an unlock message, a timer, a renewed subscription, or promotion to the head of the
   /// local queue. Attempts again unless the deadline has passed.
   step on_wake(steady::time_point now);
-  /// The attempt failed with `ec`. Connection trouble (timeout, connection_lost) is retried with
-  /// backoff while the deadline allows, except for a single attempt; other errors end the call.
+  /// The attempt failed with `ec`. What is temporary (timeout, connection_lost, and
+  /// server_busy: a server loading its data after a restart, busy with a script, or without its
+  /// master) is retried with backoff while the deadline allows, except for a single attempt;
+  /// other errors end the call.
   step on_error(std::error_code ec, steady::time_point now);
 
   const acquire_limits& limits() const noexcept { return limits_; }

@@ -8,9 +8,24 @@
 
 namespace dlock {
 
+namespace {
+
+// Redis Cluster's hash-tag rule: the key holds '{', a later '}', and something between them.
+bool has_hash_tag(std::string_view key) {
+  const auto open = key.find('{');
+  if (open == std::string_view::npos) return false;
+  const auto close = key.find('}', open + 1);
+  return close != std::string_view::npos && close > open + 1;
+}
+
+}  // namespace
+
+// Not Redisson's rule (dlock/keys.hpp): the record is dlock's own, and what matters is that it
+// shares the resource key's cluster slot, which only Redis's own hash-tag rule guarantees.
 std::string fence_record_key(std::string_view key) {
-  const std::string k(key);
-  return "dlock_fence:" + (detail::has_hash_tag(k) ? k : "{" + k + "}");
+  std::string record = "dlock_fence:";
+  if (has_hash_tag(key)) return record.append(key);
+  return record.append("{").append(key).append("}");
 }
 
 fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,

@@ -91,13 +91,12 @@ lease basic_lock::try_acquire_until(steady::time_point deadline, const lease_opt
   detail::acquire_limits limits;
   limits.deadline = deadline;
   limits.single_attempt = deadline <= steady::now();
-  detail::one_shot<std::pair<std::error_code, lease>> result;
-  core.acquire(core.make_request(*handle_, options, limits, [&result](std::error_code ec, lease l) {
-    result.put({ec, std::move(l)});
-  }));
-  auto [ec, l] = result.take();
-  if (ec) throw error(ec, "acquiring lock '" + name() + "': " + ec.message());
-  return std::move(l);
+  detail::one_shot<acquire_result> result;
+  core.acquire(core.make_request(*handle_, options, limits,
+                                 [&result](acquire_result r) { result.put(std::move(r)); }));
+  auto r = result.take();
+  if (r.error) throw error(r.error, r.message);
+  return std::move(r.held);
 }
 
 lease basic_lock::try_acquire(const lease_options& options) {
@@ -123,7 +122,9 @@ void basic_lock::acquire_async(std::chrono::milliseconds wait, acquire_callback 
   try {
     core.acquire(core.make_request(*handle_, options, limits, done));
   } catch (const error& e) {
-    core.io().post([done = std::move(done), ec = e.code()] { done(ec, {}); });
+    core.io().post([done = std::move(done), ec = e.code(), what = std::string(e.what())] {
+      done({{}, ec, what});
+    });
   }
 }
 
@@ -133,13 +134,12 @@ std::future<lease> basic_lock::acquire_future(std::chrono::milliseconds wait,
   auto future = result->get_future();
   acquire_async(
       wait,
-      [result, name = name()](std::error_code ec, lease l) {
-        if (!ec) {
-          result->set_value(std::move(l));
+      [result](acquire_result r) {
+        if (!r.error) {
+          result->set_value(std::move(r.held));
           return;
         }
-        result->set_exception(
-            std::make_exception_ptr(error(ec, "acquiring lock '" + name + "': " + ec.message())));
+        result->set_exception(std::make_exception_ptr(error(r.error, r.message)));
       },
       std::move(options));
   return future;
@@ -182,23 +182,38 @@ std::int64_t basic_lock::waiting_clients() const {
 
 namespace {
 
-// Reads the state array of _snapshot.lua: {type, pttl, fence, owner1, holds1, ...}.
+// Reads the state array of _snapshot.lua: {type, layout, pttl, fence, owner1, holds1, ...}.
 lock_info parse_snapshot(const reply& r) {
   lock_info info;
   const auto& type = r.at(0).str();
-  info.type = type == "none"     ? lock_type::none
-              : type == "hash"   ? lock_type::reentrant
-              : type == "string" ? lock_type::simple
-                                 : lock_type::other;
-  const auto pttl = r.at(1).integer();
+  const auto& layout = r.at(1).str();
+  const bool lock = layout == "lock" || layout == "lock_no_ttl";
+  if (type == "none") {
+    info.type = lock_type::none;
+  } else if (lock && type == "hash") {
+    info.type = lock_type::reentrant;
+  } else if (lock && type == "string") {
+    info.type = lock_type::simple;
+  } else {
+    info.type = lock_type::other;
+    info.content = layout;
+  }
+  const auto pttl = r.at(2).integer();
   if (pttl == -1) info.ttl = std::chrono::milliseconds::max();
   if (pttl >= 0) info.ttl = std::chrono::milliseconds(pttl);
-  info.fence = parse_u64(r.at(2));
+  info.fence = parse_u64(r.at(3));
   const auto& e = r.elements();
-  for (std::size_t i = 3; i + 1 < e.size(); i += 2) {
+  for (std::size_t i = 4; i + 1 < e.size(); i += 2) {
     info.holders.push_back({e[i].str(), e[i + 1].integer()});
   }
   return info;
+}
+
+// A script's WRONGTYPE verdict ("WRONGTYPE holds a list, not a lock") as an error naming the lock.
+[[noreturn]] void throw_not_a_lock(const std::string& name, const error& e) {
+  std::string what = e.what();
+  if (const auto at = what.find("holds "); at != std::string::npos) what = what.substr(at);
+  throw error(errc::wrong_type, "'" + name + "' " + what);
 }
 
 }  // namespace
@@ -211,11 +226,19 @@ lock_info basic_lock::info() const {
   return info;
 }
 
-lock_info basic_lock::force_unlock() const {
+lock_info basic_lock::force_unlock(force_unlock_check check) const {
   auto& core = *handle_->core;
   const auto& n = *handle_->names;
-  return parse_snapshot(core.redis().eval(core.force_unlock, {n.name, n.fence_key, n.channel},
-                                          {detail::unlock_message}));
+  const std::string_view confirmed = check == force_unlock_check::layout_and_expiry ? ""
+                                     : handle_->kind == lock_kind::reentrant        ? "hash"
+                                                                                    : "string";
+  try {
+    return parse_snapshot(core.redis().eval(core.force_unlock, {n.name, n.fence_key, n.channel},
+                                            {detail::unlock_message, confirmed}));
+  } catch (const error& e) {
+    if (e.code() == errc::wrong_type) throw_not_a_lock(name(), e);
+    throw;
+  }
 }
 
 // ---- Lockable ----
@@ -294,7 +317,11 @@ lease::~lease() {
 }
 
 bool lease::release() noexcept {
-  if (!state_) return false;
+  return release_checked() == release_outcome::released;
+}
+
+release_outcome lease::release_checked() noexcept {
+  if (!state_) return release_outcome::not_held;
   auto s = std::move(state_);
   return s->core->release(*s);
 }
@@ -310,7 +337,12 @@ void lease::release_async(std::function<void(bool)> done) noexcept {
     return;
   }
   auto s = std::move(state_);
-  s->core->release_async(*s, std::move(done));
+  if (!done) {
+    s->core->release_async(*s, nullptr);
+    return;
+  }
+  s->core->release_async(
+      *s, [done = std::move(done)](release_outcome o) { done(o == release_outcome::released); });
 }
 
 bool lease::valid() const noexcept {

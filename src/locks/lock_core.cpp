@@ -8,6 +8,7 @@
 #include "core/one_shot.hpp"
 #include "core/random.hpp"
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
 #include "dlock_lua_scripts.hpp"
 
 namespace dlock::detail {
@@ -15,18 +16,11 @@ namespace dlock::detail {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-bool has_hash_tag(std::string_view name) {
-  const auto open = name.find('{');
-  if (open == std::string_view::npos) return false;
-  const auto close = name.find('}', open + 1);
-  return close != std::string_view::npos && close > open + 1;
-}
-
-lock_names::lock_names(std::string lock_name, const std::string& shared_fence_counter)
-    : name(std::move(lock_name)) {
-  const std::string tagged = has_hash_tag(name) ? name : "{" + name + "}";
-  fence_key = shared_fence_counter.empty() ? "redisson_lock_token:" + tagged : shared_fence_counter;
-  channel = "redisson_lock__channel:" + tagged;
+lock_names::lock_names(std::string lock_name, const std::string& shared_fence_counter) {
+  auto keys = keys_of_lock(lock_name);
+  name = std::move(lock_name);
+  fence_key = shared_fence_counter.empty() ? std::move(keys.fence_counter) : shared_fence_counter;
+  channel = std::move(keys.unlock_channel);
 }
 
 std::uint64_t current_thread_number() noexcept {
@@ -82,6 +76,7 @@ struct lock_core::op {
   bool attempting = false;
   bool woken_during_attempt = false;
   bool finished = false;
+  reply last_error;  // the server's error reply behind the last failed attempt, if any
 };
 
 // Local waiters on one lock name, and the bookkeeping of unlock messages around our own
@@ -158,7 +153,7 @@ lock_core::~lock_core() {
       waiting.assign(pending_ops_.begin(), pending_ops_.end());
     }
     for (const auto& o : waiting)
-      finish(o, errc::client_closed, {});
+      fail(o, errc::client_closed, {});
     // Timers and queues belong to the I/O thread; their pending handlers hold only weak
     // references and find the core gone.
     rt_.reset();
@@ -177,6 +172,7 @@ client_stats lock_core::stats() const noexcept {
   s.renewal_calls = get(counters.renewal_calls);
   s.leases_renewed = get(counters.leases_renewed);
   s.unlock_messages = get(counters.unlock_messages);
+  s.grants_born_dead = get(counters.grants_born_dead);
   std::lock_guard lock(grants_mutex_);
   s.watched_leases = static_cast<std::uint64_t>(std::count_if(
       grants_.begin(), grants_.end(), [](const auto& kv) { return kv.second->watchdog; }));
@@ -385,18 +381,25 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
   if (ec) {
     // Without a reply we cannot know whether the script ran: undo a grant it may have made.
     if (ec == errc::timeout || ec == errc::connection_lost) discard_uncertain_grant(*o);
+    o->last_error = r;
     run_step(o, o->machine.on_error(ec, now));
     return;
   }
   std::int64_t status = 0;
   std::int64_t value = 0;
   if (!parse_pair(r, status, value)) {
-    finish(o, errc::unexpected_reply, {});
+    fail(o, errc::unexpected_reply, r);
     return;
   }
   if (status == 1 || status == 2) {
+    if (born_dead(*o, status == 2, sent_at, now)) {
+      // The grant's validity ran out before its reply arrived (the server stalled, or the reply
+      // was held up): it is not handed out, it was undone, and the wait goes on if time remains.
+      run_step(o, o->machine.on_wake(now));
+      return;
+    }
     counters.grants.fetch_add(1, std::memory_order_relaxed);
-    finish(o, {}, grant_hold(*o, status == 2, static_cast<std::uint64_t>(value), sent_at));
+    finish(o, {grant_hold(*o, status == 2, static_cast<std::uint64_t>(value), sent_at), {}, {}});
     return;
   }
   auto step = o->machine.on_busy(value, now);
@@ -430,10 +433,10 @@ void lock_core::run_step(const std::shared_ptr<op>& o, acquire_machine::step s) 
       return;
     case kind::granted:  // produced only by on_granted, which the driver does not use
     case kind::not_acquired:
-      finish(o, {}, {});
+      finish(o, {});
       return;
     case kind::failed:
-      finish(o, s.error, {});
+      fail(o, s.error, o->last_error);
       return;
   }
 }
@@ -451,7 +454,7 @@ void lock_core::arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at
     if (o->queued && !core.is_head(*o)) {
       // Not our turn: only the deadline can end this wait.
       if (steady::now() >= o->req.limits.deadline) {
-        core.finish(o, {}, {});
+        core.finish(o, {});
       } else {
         core.arm_op_timer(o, o->req.limits.deadline);
       }
@@ -470,7 +473,57 @@ void lock_core::wake(const std::shared_ptr<op>& o) {
   run_step(o, o->machine.on_wake(steady::now()));
 }
 
-void lock_core::finish(const std::shared_ptr<op>& o, std::error_code ec, lease l) {
+void lock_core::fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply) {
+  std::string message = "acquiring lock '" + o->req.names->name + "': ";
+  if (ec == errc::wrong_type && server_reply.is_error() &&
+      server_reply.str().starts_with("WRONGTYPE holds ")) {
+    // Our scripts' verdict on a name that holds something else: "holds a list, not a lock".
+    message = "lock '" + o->req.names->name + "' " + server_reply.str().substr(10);
+  } else if (server_reply.is_error()) {
+    message += server_reply.str();  // the server's own words
+  } else {
+    message += ec.message();
+  }
+  finish(o, {{}, ec, std::move(message)});
+}
+
+// A grant is born dead when its validity, counted from when the attempt was sent, has already
+// passed as its reply arrives: handing it out would give the caller a lease that is lost at once
+// while someone else may take the lock. It is undone on the server instead (releasing our hold,
+// which wakes waiters); a re-entry whose grant has run out too means that grant is lost.
+bool lock_core::born_dead(const op& o, bool reentry, steady::time_point sent_at,
+                          steady::time_point now) {
+  if (validity_end(sent_at, o.req.lease_time) > now) return false;
+  counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
+  const auto& n = *o.req.names;
+  if (reentry) {
+    std::shared_ptr<grant> held;
+    {
+      std::lock_guard lock(grants_mutex_);
+      if (auto it = grants_.find(grant_key(o.req.kind, n.name, o.req.owner)); it != grants_.end()) {
+        held = it->second;
+        if (!held->lost && held->valid_until > now) return false;  // the hold it joins is fine
+      }
+    }
+    // Dropping the owner's entry ends the hold the re-entry joined: it had expired already.
+    if (held) lose(held, lease_lost_reason::expired);
+    if (held) return true;
+  }
+  const std::string_view keys[] = {n.name, n.channel};
+  const std::string lease_ms = ms_text(o.req.lease_time);
+  const auto deadline = now + options_.connection.command_timeout;
+  auto ignore = [](std::error_code, reply) {};
+  if (o.req.kind == lock_kind::simple) {
+    const std::string_view args[] = {o.req.owner, unlock_message};
+    impl_.commands->submit_eval(simple_release, keys, args, deadline, ignore);
+  } else {
+    const std::string_view args[] = {o.req.owner, unlock_message};
+    impl_.commands->submit_eval(reentrant_drop, keys, args, deadline, ignore);
+  }
+  return true;
+}
+
+void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   if (o->finished) return;
   o->finished = true;
   {
@@ -479,7 +532,7 @@ void lock_core::finish(const std::shared_ptr<op>& o, std::error_code ec, lease l
   }
   ++o->timer_epoch;
   o->timer.cancel();
-  const bool granted = static_cast<bool>(l);
+  const bool granted = static_cast<bool>(result.held);
   if (o->queued) {
     leave_queue(*o);
     // The next waiter becomes the head. If we just got the lock it is held: the new head waits
@@ -500,7 +553,7 @@ void lock_core::finish(const std::shared_ptr<op>& o, std::error_code ec, lease l
     }
   }
   auto done = std::move(o->req.done);
-  call_quietly([&] { done(ec, std::move(l)); });
+  call_quietly([&] { done(std::move(result)); });
 }
 
 void lock_core::discard_uncertain_grant(const op& o) {
@@ -730,8 +783,11 @@ void lock_core::register_grant_locked(const std::shared_ptr<grant>& g) {
     });
   }
   if (g->watchdog) {
-    io().post([weak = weak_from_this()] {
-      if (auto self = weak.lock()) self->schedule_renewal();
+    // A grant whose reply was slow to come has less validity left than the watchdog's rhythm
+    // assumes: renew it now rather than at the next round, which may come too late.
+    const bool soon = g->valid_until - steady::now() < 2 * watchdog_period_;
+    io().post([weak = weak_from_this(), soon] {
+      if (auto self = weak.lock()) self->schedule_renewal(soon);
     });
   }
 }
@@ -772,24 +828,25 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
 
 // ---- release and extend ----
 
-bool lock_core::release(lease_state& hold) noexcept {
+release_outcome lock_core::release(lease_state& hold) noexcept {
   try {
     if (io().in_io_thread()) {
       release_async(hold, nullptr);  // cannot wait for the reply on the thread that delivers it
-      return true;
+      return release_outcome::released;
     }
-    one_shot<bool> released;
-    release_async(hold, [&released](bool ok) { released.put(ok); });
-    return released.take();
+    one_shot<release_outcome> outcome;
+    release_async(hold, [&outcome](release_outcome o) { outcome.put(o); });
+    return outcome.take();
   } catch (...) {
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return release_outcome::unconfirmed;
   }
 }
 
-void lock_core::release_async(lease_state& hold, std::function<void(bool)> done) noexcept {
-  auto report = [&done](bool ok) {
-    if (done) call_quietly([&] { done(ok); });
+void lock_core::release_async(lease_state& hold,
+                              std::function<void(release_outcome)> done) noexcept {
+  auto report = [&done](release_outcome o) {
+    if (done) call_quietly([&] { done(o); });
   };
   try {
     const auto g = hold.g;
@@ -804,7 +861,7 @@ void lock_core::release_async(lease_state& hold, std::function<void(bool)> done)
     }
     counters.releases.fetch_add(1, std::memory_order_relaxed);
     if (lost) {
-      report(false);
+      report(release_outcome::not_held);
       return;
     }
     // With no local waiters there is nothing to note before the reply: submit from here, without
@@ -822,9 +879,13 @@ void lock_core::release_async(lease_state& hold, std::function<void(bool)> done)
                                                                        reply r) {
         self->after_release(g->names->channel, note, ec ? reply() : r, steady::now() - sent_at);
         // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
-        const bool ok = !ec && r.is_integer();
-        if (!ok) self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
-        if (done) call_quietly([&] { done(ok); });
+        const auto outcome = ec               ? release_outcome::unconfirmed
+                             : r.is_integer() ? release_outcome::released
+                                              : release_outcome::not_held;
+        if (outcome != release_outcome::released) {
+          self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (done) call_quietly([&] { done(outcome); });
       };
       const auto deadline = sent_at + self->options_.connection.command_timeout;
       if (g->kind == lock_kind::reentrant) {
@@ -844,7 +905,7 @@ void lock_core::release_async(lease_state& hold, std::function<void(bool)> done)
     }
   } catch (...) {
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
-    report(false);
+    report(release_outcome::unconfirmed);
   }
 }
 
@@ -877,10 +938,15 @@ bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
 
 // ---- the watchdog ----
 
-void lock_core::schedule_renewal() {
-  if (!rt_ || rt_->renew_scheduled) return;
+void lock_core::schedule_renewal(bool soon) {
+  if (!rt_ || (rt_->renew_scheduled && !soon)) return;
   rt_->renew_scheduled = true;
-  rt_->renew_timer.expires_after(watchdog_period_);
+  // Re-arming cancels a wait already pending (its handler sees operation_aborted).
+  if (soon) {
+    rt_->renew_timer.expires_at(steady::now());
+  } else {
+    rt_->renew_timer.expires_after(watchdog_period_);
+  }
   rt_->renew_timer.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;
     if (auto self = weak.lock()) self->renew_all();

@@ -33,9 +33,7 @@ namespace dlock::detail {
 
 enum class lock_kind { reentrant, simple };
 
-/// A lock's key and the keys derived from it, in Redisson's naming: when the name carries a
-/// hash tag ({...}) it is used as is, otherwise it is wrapped in one, so that all of a lock's
-/// keys live in one cluster slot.
+/// A lock's key and the keys derived from it by Redisson's rule (dlock/keys.hpp).
 struct lock_names {
   /// `shared_fence_counter`: client_options::fence_counter (empty: a counter per name).
   lock_names(std::string lock_name, const std::string& shared_fence_counter = {});
@@ -43,9 +41,6 @@ struct lock_names {
   std::string fence_key;  // redisson_lock_token:{NAME}
   std::string channel;    // redisson_lock__channel:{NAME}
 };
-
-/// Redis' hash-tag rule: the name holds '{', later '}', and something between them.
-bool has_hash_tag(std::string_view name);
 
 /// The unlock message Redisson publishes and listens for.
 inline constexpr std::string_view unlock_message = "0";
@@ -119,11 +114,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                                acquire_callback done);
   /// Starts an acquisition; `r.done` runs on the I/O thread exactly once.
   void acquire(acquire_request r);
-  /// Releases one hold. Blocks for the server's answer unless on the I/O thread.
-  bool release(lease_state& hold) noexcept;
+  /// Releases one hold. Blocks for the server's answer unless on the I/O thread (then it sends
+  /// the release and reports `released`).
+  release_outcome release(lease_state& hold) noexcept;
   /// Releases one hold without waiting; `done` (may be empty) learns the outcome on the I/O
   /// thread, or inline if the hold was already lost.
-  void release_async(lease_state& hold, std::function<void(bool)> done) noexcept;
+  void release_async(lease_state& hold, std::function<void(release_outcome)> done) noexcept;
   /// Extends a hold's grant to `lease_time` from now.
   bool extend(lease_state& hold, std::chrono::milliseconds lease_time);
   /// Reads a hold's grant state under the grants mutex.
@@ -139,7 +135,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
   struct counters {
     std::atomic<std::uint64_t> grants{0}, attempts{0}, releases{0}, release_failures{0},
-        leases_lost{0}, renewal_rounds{0}, renewal_calls{0}, leases_renewed{0}, unlock_messages{0};
+        leases_lost{0}, renewal_rounds{0}, renewal_calls{0}, leases_renewed{0}, unlock_messages{0},
+        grants_born_dead{0};
   } counters;
 
  private:
@@ -158,7 +155,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void run_step(const std::shared_ptr<op>& o, acquire_machine::step s);
   void arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at);
   void wake(const std::shared_ptr<op>& o);
-  void finish(const std::shared_ptr<op>& o, std::error_code ec, lease l);
+  void finish(const std::shared_ptr<op>& o, acquire_result result);
+  void fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply);
+  bool born_dead(const op& o, bool reentry, steady::time_point sent_at, steady::time_point now);
   void discard_uncertain_grant(const op& o);
   bool is_head(const op& o) const;
   bool holds_locally(const op& o) const;
@@ -194,7 +193,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void register_grant_locked(const std::shared_ptr<grant>& g);
   void unregister_grant_locked(grant& g);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
-  void schedule_renewal();
+  void schedule_renewal(bool soon = false);
   void renew_all();
   void arm_expiry_check();
   void check_expiry();

@@ -11,8 +11,21 @@
 namespace dlock::net {
 
 std::error_code classify_error_reply(std::string_view text) {
-  if (text.starts_with("NOAUTH") || text.starts_with("WRONGPASS")) return errc::auth_failed;
-  if (text.starts_with("WRONGTYPE")) return errc::wrong_type;
+  // Errors a script's redis.call raised reach us with the same code in front (Redis 7), and a
+  // script's own errors follow the same convention.
+  const auto code = text.substr(0, text.find(' '));
+  if (code == "NOAUTH" || code == "WRONGPASS") return errc::auth_failed;
+  if (code == "WRONGTYPE") return errc::wrong_type;
+  if (code == "NOPERM") return errc::permission_denied;
+  // An ACL refusal inside a script comes back as a plain ERR (Redis 7.0).
+  if (code == "ERR" && text.find("The user executing the script can't") != text.npos) {
+    return errc::permission_denied;
+  }
+  if (code == "READONLY") return errc::read_only;
+  if (code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN" ||
+      code == "CLUSTERDOWN") {
+    return errc::server_busy;
+  }
   return errc::server_error;
 }
 
@@ -234,9 +247,14 @@ void connection::begin_attempt() {
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([this, e = epoch_](std::error_code ec) {
     if (ec || e != epoch_ || state_ != state::connecting) return;
-    attempt_failed(errc::connect_failed, "timed out after " +
-                                             std::to_string(options_.connect_timeout.count()) +
-                                             " ms connecting to " + options_.redacted_url());
+    std::string what = "timed out after " + std::to_string(options_.connect_timeout.count()) +
+                       " ms connecting to " + options_.redacted_url();
+    if (transport_->in_tls_handshake()) {
+      what +=
+          ": the server accepted the connection but never answered the TLS handshake (a "
+          "plaintext Redis port? use redis:// there, or the server's tls-port)";
+    }
+    attempt_failed(errc::connect_failed, what);
   });
   transport_->async_connect([this, e = epoch_](std::error_code ec, std::string detail) {
     if (e != epoch_) return;

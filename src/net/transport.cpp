@@ -128,6 +128,7 @@ class tls_transport final : public ip_transport<asio::ssl::stream<asio::ip::tcp:
     } else {
       stream_.set_verify_mode(asio::ssl::verify_none);
     }
+    handshaking_ = true;
     stream_.async_handshake(asio::ssl::stream_base::client, [self = shared_from_this(), this,
                                                              done](std::error_code ec) {
       if (ec) {
@@ -139,7 +140,10 @@ class tls_transport final : public ip_transport<asio::ssl::stream<asio::ip::tcp:
     });
   }
 
+  bool in_tls_handshake() const noexcept override { return handshaking_; }
+
   std::shared_ptr<asio::ssl::context> ctx_;  // must outlive the stream
+  bool handshaking_ = false;
 };
 
 class unix_transport final : public stream_transport<asio::local::stream_protocol::socket> {
@@ -188,9 +192,19 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const tls_options& t) {
   if (!t.cert_file.empty()) {
     ctx->use_certificate_chain_file(t.cert_file, ec);
     check("certificate", t.cert_file);
-    ctx->use_private_key_file(t.key_file.empty() ? t.cert_file : t.key_file,
-                              asio::ssl::context::pem, ec);
-    check("private key", t.key_file);
+    if (t.key_file.empty()) {
+      // No key= given: the key must be in the certificate's PEM file too.
+      ctx->use_private_key_file(t.cert_file, asio::ssl::context::pem, ec);
+      if (ec) {
+        throw error(errc::tls_failed,
+                    "no TLS private key: key= was not given and the certificate file '" +
+                        t.cert_file + "' holds none (" + openssl_reason(ec) +
+                        "); give key=FILE with the client certificate's private key");
+      }
+    } else {
+      ctx->use_private_key_file(t.key_file, asio::ssl::context::pem, ec);
+      check("private key", t.key_file);
+    }
   }
   return ctx;
 }

@@ -32,6 +32,9 @@ class transport : public std::enable_shared_from_this<transport> {
   /// The socket's descriptor when plain bytes may be written to it directly (TCP and unix
   /// sockets), or -1 (TLS).
   virtual int native_handle() noexcept { return -1; }
+  /// True once TCP is connected and a TLS handshake is under way (for messages: a plaintext
+  /// server never answers one, so the attempt times out there).
+  virtual bool in_tls_handshake() const noexcept { return false; }
   /// Handlers keep the transport alive until they have run, so it may be dropped at any time
   /// after `close`.
   /// Cancels outstanding operations (their handlers run with an error) and closes the socket.

@@ -100,6 +100,9 @@ void apply_query(connection_options& o, std::string_view query) {
       bad_url("unknown query option '" + key + "'");
     }
   }
+  if (!o.tls.key_file.empty() && o.tls.cert_file.empty()) {
+    bad_url("query option 'key' needs 'cert' (the client certificate the key belongs to)");
+  }
 }
 
 void parse_userinfo(connection_options& o, std::string_view userinfo) {

@@ -79,7 +79,10 @@ TEST_F(Locks, SimpleLockUsesTheSetNxLayoutWithARandomToken) {
   const auto ttl = raw({"PTTL", key("job")}).integer();
   EXPECT_GT(ttl, 9000);
   EXPECT_LE(ttl, 10000);
-  EXPECT_EQ(first.fence(), 1u);
+  // A new counter starts at the server's clock in microseconds (so it stays above whatever an
+  // earlier counter of this name handed out before a restart or flush), then counts up by one.
+  const auto first_fence = first.fence();
+  EXPECT_GT(first_fence, 1'600'000'000'000'000u);
   EXPECT_FALSE(lock.try_acquire()) << "not reentrant: a second grant is refused";
   EXPECT_TRUE(first.release());
   EXPECT_FALSE(first.release()) << "idempotent";
@@ -87,7 +90,7 @@ TEST_F(Locks, SimpleLockUsesTheSetNxLayoutWithARandomToken) {
   auto second = lock.try_acquire();
   ASSERT_TRUE(second);
   EXPECT_NE(raw({"GET", key("job")}).str(), token) << "every grant has a fresh token";
-  EXPECT_EQ(second.fence(), 2u);
+  EXPECT_EQ(second.fence(), first_fence + 1);
 }
 
 TEST_F(Locks, ReentrantLockUsesRedissonsHashLayout) {
@@ -102,7 +105,8 @@ TEST_F(Locks, ReentrantLockUsesRedissonsHashLayout) {
   EXPECT_EQ(fields.at(1).str(), "1");
   // The watchdog's default lease of 30 s.
   EXPECT_GT(raw({"PTTL", key("res")}).integer(), 29000);
-  EXPECT_EQ(raw({"GET", "redisson_lock_token:{" + key("res") + "}"}).str(), "1");
+  EXPECT_EQ(raw({"GET", "redisson_lock_token:{" + key("res") + "}"}).str(),
+            std::to_string(a.fence()));
 }
 
 TEST_F(Locks, ReentrancyThreeDeepReleasedThreeTimes) {
@@ -205,11 +209,22 @@ TEST_F(Locks, BadArgumentsAreTypedErrorsAndChangeNothing) {
   auto bad = client_options::from_url(url());
   bad.watchdog_period = 40s;
   EXPECT_THROW(client{bad}, error);
-  // A name that holds some other kind of data is reported, not clobbered.
+  // A name that holds some other kind of data is reported (not taken for a held lock), and not
+  // clobbered.
   raw_redis raw(server().port());
   raw({"RPUSH", key("list"), "x"});
-  EXPECT_FALSE(c.simple(key("list")).try_acquire());
-  EXPECT_FALSE(c.reentrant(key("list")).try_acquire());
+  for (auto* acquire :
+       {+[](client&cl, const std::string&n) { return cl.simple(n).try_acquire(); },
+        +[](client&cl, const std::string&n) { return cl.reentrant(n).try_acquire(); }}) {
+    try {
+      acquire(c, key("list"));
+      ADD_FAILURE() << "a list was taken for a lock";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::wrong_type);
+      EXPECT_NE(std::string(e.what()).find("holds a list, not a lock"), std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_EQ(raw({"LLEN", key("list")}).integer(), 1);
 }
 
@@ -223,10 +238,11 @@ TEST_F(Locks, AWaiterGetsTheLockWhenItIsReleased) {
   // The waiter subscribes before it sleeps; once it listens, release.
   while (c.reentrant(key("r")).waiting_clients() == 0)
     std::this_thread::sleep_for(1ms);
+  const auto first_fence = held.fence();
   held.release();
   auto got = waiting.get();
   EXPECT_TRUE(got);
-  EXPECT_EQ(got.fence(), 2u);
+  EXPECT_EQ(got.fence(), first_fence + 1);
   EXPECT_GE(other.stats().unlock_messages, 1u);
 }
 
@@ -446,9 +462,9 @@ TEST_F(Locks, AsyncAcquisitionParksNoThread) {
   auto other = make_client();
   std::promise<lease> got;
   other.reentrant(key("r")).acquire_async(10s,
-                                          [&](std::error_code ec, lease l) {
-                                            EXPECT_FALSE(ec);
-                                            got.set_value(std::move(l));
+                                          [&](acquire_result r) {
+                                            EXPECT_FALSE(r.error);
+                                            got.set_value(std::move(r.held));
                                           },
                                           {.owner = "async-worker"});
   auto fut = got.get_future();
@@ -478,8 +494,9 @@ TEST_F(Locks, LocalWaitersAreServedInArrivalOrder) {
     std::promise<void> done;
     waiters.push_back(done.get_future());
     lock.acquire_async(20s, [&, i, done = std::make_shared<std::promise<void>>(std::move(done))](
-                                std::error_code ec, lease l) mutable {
-      EXPECT_FALSE(ec);
+                                acquire_result r) mutable {
+      EXPECT_FALSE(r.error);
+      lease l = std::move(r.held);
       {
         std::lock_guard g(order_mutex);
         order.push_back(i);
@@ -508,7 +525,7 @@ TEST_F(Locks, DroppingTheLastClientHandleEndsPendingAcquisitions) {
   {
     auto c = make_client();
     c.simple(key("s")).acquire_async(
-        30s, [&](std::error_code ec, lease l) { ended.set_value(l ? std::error_code{} : ec); });
+        30s, [&](acquire_result r) { ended.set_value(r.held ? std::error_code{} : r.error); });
   }  // the client's last handle goes: the waiting acquisition is told, not left hanging
   auto f = ended.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);

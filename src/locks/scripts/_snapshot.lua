@@ -1,19 +1,28 @@
--- Fragment included by lock_info.lua and force_unlock.lua.
--- The state of one lock as {type, pttl, fence, owner1, holds1, owner2, holds2, ...}: type is
--- what TYPE says ('none', 'hash' for a reentrant lock, 'string' for a simple one, or anything
--- else); a simple lock's owner is its token, with 1 hold. Returns the type and the state.
+-- Fragment included by lock_info.lua and force_unlock.lua (after _layout.lua).
+-- The state of one lock as {type, layout, pttl, fence, owner1, holds1, owner2, holds2, ...}:
+-- type is what TYPE says; layout is 'lock' or 'lock_no_ttl' for a key in a lock's layout, 'none'
+-- for no key, otherwise what the key holds instead ('a list', ...); owners are listed for locks
+-- only (a simple lock's owner is its token, with 1 hold). Returns the type, the layout verdict
+-- (nil for a key that is not a lock) and the state.
 local function snapshot(lock_key, fence_key)
   local kind = redis.call('type', lock_key).ok
-  local state = {kind, redis.call('pttl', lock_key), redis.call('get', fence_key) or '0'}
-  if kind == 'hash' then
+  local fence = redis.call('get', fence_key) or '0'
+  if kind == 'none' then
+    return kind, 'none', {kind, 'none', -2, fence}
+  end
+  local layout, what = lock_layout(lock_key, kind)
+  local state = {kind, layout or what, redis.call('pttl', lock_key), fence}
+  if layout and kind == 'hash' then
     local fields = redis.call('hgetall', lock_key)
     for i = 1, #fields, 2 do
-      state[#state + 1] = fields[i]
-      state[#state + 1] = tonumber(fields[i + 1]) or 0
+      if fields[i] ~= 'mode' then
+        state[#state + 1] = fields[i]
+        state[#state + 1] = tonumber(fields[i + 1])
+      end
     end
-  elseif kind == 'string' then
-    state[4] = redis.call('get', lock_key)
-    state[5] = 1
+  elseif layout then
+    state[#state + 1] = redis.call('get', lock_key)
+    state[#state + 1] = 1
   end
-  return kind, state
+  return kind, layout, state
 end

@@ -1,15 +1,21 @@
 -- Acquire (or re-enter) a reentrant lock in Redisson's RLock layout, with a fencing token.
 -- KEYS[1] lock hash       KEYS[2] fencing counter
 -- ARGV[1] lease in ms     ARGV[2] owner field "<client-uuid>:<thread-or-owner-id>"
--- Returns {1, fence} for a new grant (fence = INCR of the counter),
+-- Returns {1, fence} for a new grant (fence = the counter's next value, see _fence.lua),
 --         {2, fence} for a re-entry by the same owner (same hold, same fence; the lease is only
 --                    ever extended, so the holder's idea of its validity stays on the safe side),
---         {0, pttl}  when someone else holds it (pttl -1: the key has no expiry).
+--         {0, pttl}  when another lock holds it (pttl -1: the key has no expiry),
+--         a WRONGTYPE error when the name holds something that is not a lock.
+--#include _fence
+--#include _layout
+-- The token is drawn before the lock is written: a script that fails half-way (an ACL that
+-- forbids INCR, say) must not leave a lock nobody was told about.
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
+  local fence = next_fence(KEYS[2])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, redis.call('incr', KEYS[2])}
+  return {1, fence}
 end
 if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -17,5 +23,9 @@ if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
   return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+end
+local layout, what = lock_layout(KEYS[1], kind)
+if not layout then
+  return not_a_lock(what)
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -1,0 +1,49 @@
+-- Fragment: whether a key is a lock, judged by the layouts lock kinds use, so that a name that
+-- holds someone's data is neither waited on as if it were held nor deleted as a lock.
+-- lock_layout(key, kind), `kind` being the key's TYPE, returns
+--   'lock'         a lock's layout with an expiry (every lock dlock, Redisson and the SET NX
+--                  libraries take has one),
+--   'lock_no_ttl'  a lock's layout without an expiry: a lock someone left without a TTL, or data
+--                  that happens to look like one,
+--   nil, what      not a lock; `what` says what the key holds instead, e.g. 'a list'.
+-- The layouts: a hash whose fields are owner ids ('<id>:<thread>') holding positive hold counts,
+-- plus the 'mode' field of Redisson's read-write lock; a string holding a token: 1 to 128
+-- characters among letters, digits and + / = _ : . @ - (random hex, base64, UUIDs, host:pid).
+local type_phrases = {list = 'a list', set = 'a set', zset = 'a sorted set', stream = 'a stream'}
+
+local function lock_layout(key, kind)
+  if kind == 'hash' then
+    if redis.call('hlen', key) > 64 then
+      return nil, 'a hash that is not a lock'
+    end
+    local fields = redis.call('hgetall', key)
+    for i = 1, #fields, 2 do
+      local field, value = fields[i], fields[i + 1]
+      if field == 'mode' then
+        if value ~= 'read' and value ~= 'write' then
+          return nil, 'a hash that is not a lock'
+        end
+      elseif not string.find(field, ':', 1, true) or not string.match(value, '^[1-9]%d*$') then
+        return nil, 'a hash that is not a lock'
+      end
+    end
+  elseif kind == 'string' then
+    local value = redis.call('get', key)
+    if #value == 0 or #value > 128 or not string.match(value, '^[%w%+/=_:%.@%-]+$') then
+      return nil, 'a string that is not a lock'
+    end
+  else
+    return nil, type_phrases[kind] or ('a ' .. kind)
+  end
+  if redis.call('pttl', key) < 0 then
+    return 'lock_no_ttl'
+  end
+  return 'lock'
+end
+
+-- The error a script returns when a lock name holds something else. The client turns it into
+-- errc::wrong_type and names the lock; the key name is not repeated here (it may hold bytes an
+-- error reply cannot carry).
+local function not_a_lock(what)
+  return redis.error_reply('WRONGTYPE holds ' .. what .. ', not a lock')
+end

@@ -1,0 +1,327 @@
+// The command line under the conditions a red team tried: commands that leave processes behind,
+// dlock itself paused past its lease, force-unlocking keys that are not locks, servers that
+// restart, load, refuse or are replicas, names that are not UTF-8 or hold braces, newlines or a
+// leading dash, and TLS misconfigured.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_support.hpp"
+#include "dlock/dlock.hpp"
+
+namespace dlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+class CliSafety : public Cli {
+ protected:
+  embedded::server_options options_for(std::size_t) const override {
+    embedded::server_options o;
+    o.extra_args = {"--enable-debug-command", "yes"};
+    return o;
+  }
+  void SetUp() override {
+    Cli::SetUp();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dlock-cli-safety-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    Cli::TearDown();
+  }
+  /// A FIFO the test writes to when a command may go on: the command waits for an event, not
+  /// for a time.
+  std::string fifo(const std::string& name) {
+    const auto path = (dir_ / name).string();
+    EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    return path;
+  }
+  std::string path(const std::string& name) { return (dir_ / name).string(); }
+  /// Waits (bounded) for a condition only the server or another process can make true.
+  template <class Check>
+  void wait_until(Check done, std::chrono::milliseconds limit = 30s) {
+    const auto deadline = steady::now() + limit;
+    while (!done()) {
+      ASSERT_LT(steady::now(), deadline) << "the condition never came true";
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  static void release_fifo(const std::string& path) { std::ofstream(path) << "go\n"; }
+  static bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliSafety, TheLockIsHeldUntilEveryProcessTheCommandStartedHasExited) {
+  const auto go = fifo("go");
+  const auto out = path("late-write");
+  // sh starts a grandchild that ignores SIGTERM and writes after the test lets it, then exits.
+  auto run = start({key("g"), "--", "sh", "-c",
+                    "(trap '' TERM; read x < " + go + "; echo late > " + out + ") & exit 0"});
+  const auto note = run.wait_for("dlock: the command exited (status 0)");
+  ASSERT_TRUE(note) << "dlock must say it waits for what the command left running";
+  client c(url());
+  EXPECT_TRUE(c.reentrant(key("g")).is_locked()) << "released while a descendant still runs";
+  release_fifo(go);
+  EXPECT_EQ(run.wait(), 0);
+  EXPECT_TRUE(std::filesystem::exists(out));
+  EXPECT_FALSE(c.reentrant(key("g")).is_locked());
+}
+
+TEST_F(CliSafety, ALostLeaseStopsEveryDescendantEvenThoseThatLeftTheGroup) {
+  const auto pids = path("pids");
+  // Two descendants: one in the command's group, one in a session of its own (setsid); both
+  // ignore SIGTERM, so only the SIGKILL after --grace ends them.
+  auto run = start({"--ttl", "1s", "--grace", "300ms", key("t"), "--", "sh", "-c",
+                    "trap '' TERM; (trap '' TERM; echo $(sh -c 'echo $PPID') >> " + pids +
+                        "; exec sleep 1000) & setsid sh -c 'trap \"\" TERM; echo $$ >> " + pids +
+                        "; exec sleep 1000' & echo ready; wait"});
+  ASSERT_TRUE(run.wait_for("ready"));
+  wait_until([&] {
+    std::ifstream in(pids);
+    return std::count(std::istreambuf_iterator<char>(in), {}, '\n') == 2;
+  });
+  std::vector<pid_t> descendants;
+  {
+    std::ifstream in(pids);
+    for (pid_t p; in >> p;)
+      descendants.push_back(p);
+  }
+  ASSERT_EQ(descendants.size(), 2u);
+  for (pid_t p : descendants)
+    ASSERT_TRUE(alive(p)) << p;
+  client c(url());
+  c.reentrant(key("t")).force_unlock();
+  EXPECT_EQ(run.wait(), 76);
+  for (pid_t p : descendants)
+    EXPECT_FALSE(alive(p)) << "descendant " << p << " outlived the lock";
+}
+
+TEST_F(CliSafety, DlockPausedPastItsLeaseExits76EvenIfTheCommandSucceeded) {
+  const auto go = fifo("go");
+  auto run = start({"--ttl", "1s", key("p"), "--", "sh", "-c", "echo ready; read x < " + go});
+  ASSERT_TRUE(run.wait_for("ready"));
+  run.signal(SIGSTOP);
+  // The lease lapses while dlock is stopped; someone else takes and releases the lock.
+  client c(url());
+  wait_until([&] { return !c.reentrant(key("p")).is_locked(); });
+  auto other = c.reentrant(key("p")).try_acquire_for(10s);
+  ASSERT_TRUE(other);
+  other.release();
+  release_fifo(go);  // the command finishes successfully, unseen by the stopped dlock
+  run.signal(SIGCONT);
+  EXPECT_EQ(run.wait(), 76) << run.drain();
+}
+
+TEST_F(CliSafety, LostExitCodeTellsALostLockFromTheCommandsOwnStatus) {
+  auto run = start({"--ttl", "1s", "--grace", "200ms", "--lost-exit-code", "99", key("x"), "--",
+                    "sh", "-c", "echo ready; exec sleep 1000"});
+  ASSERT_TRUE(run.wait_for("ready"));
+  client(url()).reentrant(key("x")).force_unlock();
+  EXPECT_EQ(run.wait(), 99);
+  EXPECT_EQ(
+      dlock_cli(run_args({"--lost-exit-code", "99", key("y"), "--", "sh", "-c", "exit 76"})).code,
+      76)
+      << "the command's own 76 passes through";
+}
+
+TEST_F(CliSafety, UnlockForceDeletesOnlyLocks) {
+  raw_redis raw(server().port());
+  raw({"SET", key("session:42"), R"({"user":42,"cart":[1,2]})", "EX", "3600"});
+  raw({"HSET", key("user:7"), "name", "Ada", "email", "ada@example.com"});
+  raw({"RPUSH", key("queue"), "a", "b"});
+  raw({"ZADD", key("ranks"), "1", "a"});
+  // A fence counter, and (as it would be named) the counter of the lock "job".
+  client c(url());
+  c.reentrant(key("job")).try_acquire().release();
+  const auto counter = keys_of_lock(key("job")).fence_counter;
+  const auto fence = raw({"GET", counter}).str();
+  // In a lock's layout, but without an expiry: refused unless the kind is confirmed.
+  raw({"SET", key("no-ttl-token"), "0123456789abcdef0123456789abcdef"});
+  raw({"HSET", key("no-ttl-hash"), "8743c9c0-0795-4907-87fd-6c719a6b4586:1", "1"});
+
+  auto dump = [&](const std::string& k) { return raw({"DUMP", k}).to_string(); };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {key("session:42"), "holds a string that is not a lock"},
+      {key("user:7"), "holds a hash that is not a lock"},
+      {key("queue"), "holds a list, not a lock"},
+      {key("ranks"), "holds a sorted set, not a lock"},
+      {counter, "holds a counter, not a lock"},
+      {key("no-ttl-token"), "without an expiry"},
+      {key("no-ttl-hash"), "without an expiry"},
+  };
+  for (const auto& [name, why] : refused) {
+    const auto before = dump(name);
+    const auto ttl = raw({"PTTL", name}).integer();
+    const auto r = dlock_cli({"--url", url(), "unlock", "--force", name});
+    EXPECT_EQ(r.code, 65) << name << ": " << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("nothing was deleted"), std::string::npos) << r.output;
+    EXPECT_EQ(dump(name), before) << name << " changed";
+    EXPECT_NEAR(static_cast<double>(raw({"PTTL", name}).integer()), static_cast<double>(ttl),
+                2000.0);
+  }
+  EXPECT_EQ(raw({"GET", counter}).str(), fence);
+  // The counter stays refused even when a kind is claimed for it.
+  EXPECT_EQ(dlock_cli({"--url", url(), "unlock", "--force", "--kind", "simple", counter}).code, 65);
+  // Confirming the kind deletes lock-shaped keys without expiry.
+  EXPECT_EQ(
+      dlock_cli({"--url", url(), "unlock", "--force", "--kind", "simple", key("no-ttl-token")})
+          .code,
+      0);
+  EXPECT_EQ(
+      dlock_cli({"--url", url(), "unlock", "--force", "--kind", "reentrant", key("no-ttl-hash")})
+          .code,
+      0);
+  EXPECT_EQ(raw({"EXISTS", key("no-ttl-token"), key("no-ttl-hash")}).integer(), 0);
+  // And real locks go, as before.
+  auto held = c.simple(key("real")).try_acquire();
+  ASSERT_TRUE(held);
+  const auto r = dlock_cli({"--url", url(), "unlock", "--force", key("real")});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("removed simple lock"), std::string::npos) << r.output;
+}
+
+TEST_F(CliSafety, AWaiterWithWaitSurvivesAServerRestart) {
+  client c(url());
+  auto held = c.reentrant(key("r")).try_acquire();
+  ASSERT_TRUE(held);
+  auto run = start({"--wait", "30s", key("r"), "--", "echo", "ran"});
+  wait_until([&] { return c.reentrant(key("r")).waiting_clients() == 1; });
+  server().kill();  // no persistence: the holder's lock goes with it
+  server().start();
+  EXPECT_TRUE(run.wait_for("ran", 30s));
+  EXPECT_EQ(run.wait(), 0);
+}
+
+TEST_F(CliSafety, RunWithWaitStartsWhileTheServerIsStillStarting) {
+  server().kill();
+  auto run = start({"--wait", "30s", key("s"), "--", "echo", "ran"});
+  server().start();
+  EXPECT_TRUE(run.wait_for("ran", 30s));
+  EXPECT_EQ(run.wait(), 0);
+}
+
+TEST_F(CliSafety, ErrorsNameTheServersOwnTextWithDocumentedExitCodes) {
+  raw_redis raw(server().port());
+  raw({"ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-eval", "-evalsha"});
+  const auto port = std::to_string(server().port());
+  auto noperm = dlock_cli({"--url", "redis://noscripts:pw@127.0.0.1:" + port, "run", "--wait", "5s",
+                           key("a"), "--", "true"});
+  EXPECT_EQ(noperm.code, 77) << noperm.output;
+  EXPECT_NE(noperm.output.find("NOPERM"), std::string::npos) << noperm.output;
+
+  raw({"RPUSH", key("queue"), "x"});
+  auto list = dlock_cli(run_args({"--wait", "5s", key("queue"), "--", "true"}));
+  EXPECT_EQ(list.code, 65) << list.output;
+  EXPECT_NE(list.output.find(key("queue") + "' holds a list, not a lock"), std::string::npos)
+      << list.output;
+
+  embedded::server_options replica_options;
+  replica_options.extra_args = {"--replicaof", "127.0.0.1", port};
+  embedded::redis_server replica(replica_options);
+  auto ro = dlock_cli({"--url", replica.url(), "run", "--wait", "5s", key("b"), "--", "true"});
+  EXPECT_EQ(ro.code, 69) << ro.output;
+  EXPECT_NE(ro.output.find("READONLY"), std::string::npos) << ro.output;
+  EXPECT_NE(ro.output.find("replica"), std::string::npos) << ro.output;
+
+  raw({"CONFIG", "SET", "maxmemory", "1"});
+  auto oom = dlock_cli(run_args({"--wait", "5s", key("c"), "--", "true"}));
+  raw({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(oom.code, 70) << oom.output;
+  EXPECT_NE(oom.output.find("OOM"), std::string::npos) << oom.output;
+  for (const auto* r : {&noperm, &list, &ro, &oom})
+    EXPECT_EQ(line_count(r->output), 1u) << r->output;
+}
+
+TEST_F(CliSafety, JsonCarriesNamesThatAreNotUtf8) {
+  const std::string name = key("caf\xe9-\xff");
+  client c(url());
+  auto held = c.reentrant(name).try_acquire();
+  ASSERT_TRUE(held);
+  const auto status = dlock_cli({"--url", url(), "status", name, "--json"});
+  ASSERT_EQ(status.code, 0) << status.output;
+  const auto j = nlohmann::json::parse(status.output);
+  EXPECT_EQ(j.at("name"), key("caf\\xe9-\\xff"));
+  EXPECT_TRUE(j.contains("name_base64"));
+  const auto ls = dlock_cli({"--url", url(), "ls", "--json"});
+  ASSERT_EQ(ls.code, 0) << ls.output;
+  const auto locks = nlohmann::json::parse(ls.output).at("locks");
+  ASSERT_EQ(locks.size(), 1u);
+  EXPECT_EQ(locks[0].at("name_base64"), j.at("name_base64"));
+}
+
+TEST_F(CliSafety, NamesAreShownAsWrittenAndCannotForgeRows) {
+  client c(url());
+  const std::vector<std::string> names = {"job{", "lock:{}",    "}{x",  "{a}",
+                                          "b",    "two\nlines", "-dash"};
+  for (const auto& n : names) {
+    auto l = c.reentrant(n).try_acquire();
+    ASSERT_TRUE(l) << n;
+    l.release();
+  }
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"EXISTS", "redisson_lock_token:job{", "redisson_lock_token:lock:{}",
+                 "redisson_lock_token:}{x"})
+                .integer(),
+            3);
+  const auto ls = dlock_cli({"--url", url(), "ls", "--json"});
+  ASSERT_EQ(ls.code, 0) << ls.output;
+  std::set<std::string> listed;
+  const auto parsed = nlohmann::json::parse(ls.output);
+  for (const auto& l : parsed.at("locks"))
+    listed.insert(l.at("name").get<std::string>());
+  // "{a}" and "a" share their keys under Redisson's rule; the plain name is listed.
+  EXPECT_EQ(listed,
+            (std::set<std::string>{"-dash", "a", "b", "job{", "lock:{}", "two\nlines", "}{x"}))
+      << ls.output;
+  const auto table = dlock_cli({"--url", url(), "ls"});
+  EXPECT_EQ(line_count(table.output), 1 + listed.size()) << table.output;
+  EXPECT_NE(table.output.find("two\\nlines"), std::string::npos) << table.output;
+}
+
+TEST_F(CliSafety, OptionsGoAnywhereBeforeTheCommandAndDashNamesAfterDoubleDash) {
+  EXPECT_EQ(dlock_cli({"status", key("n"), "--url", url()}).code, 0);
+  EXPECT_EQ(dlock_cli({"run", key("n"), "--url", url(), "--", "true"}).code, 0);
+  EXPECT_EQ(dlock_cli({"run", "--url", url(), "--wait", "5s", key("n"), "--", "true"}).code, 0);
+  const auto dash =
+      dlock_cli({"--url", url(), "run", "--", "-dash", "--", "sh", "-c", "echo \"$DLOCK_NAME\""});
+  EXPECT_EQ(dash.code, 0) << dash.output;
+  EXPECT_EQ(dash.output, "-dash\n");
+  EXPECT_EQ(dlock_cli({"--url", url(), "status", "--", "-dash"}).code, 0);
+  const auto passthrough = dlock_cli(run_args({key("n"), "--", "sh", "-c", "echo $#", "x", "--"}));
+  EXPECT_EQ(passthrough.output, "1\n") << "a second -- belongs to the command";
+}
+
+TEST_F(CliSafety, TlsMisconfigurationsSayWhatIsWrong) {
+  const auto port = std::to_string(server().port());
+  const auto plain =
+      dlock_cli({"--url", "rediss://127.0.0.1:" + port + "?verify=none&connect_timeout=500ms",
+                 "status", "n"});
+  EXPECT_EQ(plain.code, 69) << plain.output;
+  EXPECT_NE(plain.output.find("TLS handshake"), std::string::npos) << plain.output;
+  const auto key_only =
+      dlock_cli({"--url", "rediss://127.0.0.1:" + port + "?key=/etc/hostname", "status", "n"});
+  EXPECT_EQ(key_only.code, 64) << key_only.output;
+  EXPECT_NE(key_only.output.find("'key' needs 'cert'"), std::string::npos) << key_only.output;
+  test_ca ca(dir_.string());
+  const auto cert_only =
+      dlock_cli({"--url", "rediss://127.0.0.1:" + port + "?cert=" + ca.client_cert, "status", "n"});
+  EXPECT_NE(cert_only.output.find("key= was not given"), std::string::npos) << cert_only.output;
+  EXPECT_EQ(cert_only.output.find("''"), std::string::npos) << cert_only.output;
+}
+
+}  // namespace
+}  // namespace dlock::testing

@@ -1,0 +1,323 @@
+// The library's safety promises under the conditions that broke them: fencing tokens across a
+// flush and a restart without persistence, grants whose reply comes back after their validity,
+// servers that are busy or loading, errors that waiting cannot fix, names that hold other data,
+// names with braces, and releases that must say whether the lock was still held.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "redis_fixture.hpp"
+
+namespace dlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+class Safety : public redis_test {
+ protected:
+  embedded::server_options options_for(std::size_t) const override {
+    embedded::server_options o;
+    // DEBUG SLEEP and a short BUSY threshold (a script running 100 ms makes others wait).
+    o.extra_args = {"--enable-debug-command", "yes", "--busy-reply-threshold", "100"};
+    return o;
+  }
+
+  client_options options(std::chrono::milliseconds command_timeout = 5s) {
+    auto o = client_options::from_url(url());
+    o.connection.command_timeout = command_timeout;
+    return o;
+  }
+
+  /// Until `done` holds, asking the server through a fresh connection each time; a restarted
+  /// server refuses connections for a moment.
+  template <class Check>
+  void wait_until(Check done, std::chrono::milliseconds limit = 30s) {
+    const auto deadline = steady::now() + limit;
+    while (!done()) {
+      ASSERT_LT(steady::now(), deadline) << "the condition never came true";
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+  /// True if a data command (not PING, which a loading server answers) gets this error.
+  bool server_answers_with(std::string_view error_code) {
+    try {
+      raw_redis raw(server().port());
+      const auto r = raw({"EXISTS", "probe"});
+      return r.is_error() && r.str().starts_with(error_code);
+    } catch (const std::exception&) {
+      return false;  // not listening (yet)
+    }
+  }
+
+  static lease acquire(const client& c, const std::string& kind, const std::string& name,
+                       std::chrono::milliseconds wait, const lease_options& o = {}) {
+    if (kind == "simple") return c.simple(name).try_acquire_for(wait, o);
+    return c.reentrant(name).try_acquire_for(wait, o);
+  }
+};
+
+TEST_F(Safety, FencingTokensNeverGoBackwardsAfterAFlushOrARestartWithoutPersistence) {
+  for (const std::string kind : {"reentrant", "simple"}) {
+    SCOPED_TRACE(kind);
+    client c(url());
+    const auto name = key(kind);
+    const auto counter = keys_of_lock(name).fence_counter;
+    auto take = [&] {
+      auto l = acquire(c, kind, name, 20s);
+      EXPECT_TRUE(l);
+      EXPECT_TRUE(l.valid());
+      const auto fence = l.fence();
+      EXPECT_TRUE(l.release());
+      return fence;
+    };
+    const auto before_flush = take();
+    raw_redis(server().port())({"FLUSHALL"});
+    const auto after_flush = take();
+    EXPECT_GT(after_flush, before_flush) << "a flushed counter must not restart at 1";
+    server().kill();  // no persistence: everything is gone
+    server().start();
+    const auto after_restart = take();
+    EXPECT_GT(after_restart, after_flush) << "a counter lost to a restart must not restart at 1";
+    // Redisson's fenced lock INCRs the same counter: it keeps working, and so do we after it.
+    const auto redisson = raw_redis(server().port())({"INCR", counter}).integer();
+    EXPECT_EQ(static_cast<std::uint64_t>(redisson), after_restart + 1);
+    EXPECT_GT(take(), static_cast<std::uint64_t>(redisson));
+  }
+}
+
+TEST_F(Safety, ASharedFenceCounterAlsoSurvivesAFlush) {
+  auto o = options();
+  o.fence_counter = key("fences");
+  client c(o);
+  auto first = c.simple(key("a")).try_acquire();
+  ASSERT_TRUE(first);
+  const auto before = first.fence();
+  first.release();
+  raw_redis(server().port())({"FLUSHALL"});
+  auto second = c.reentrant(key("b")).try_acquire();
+  ASSERT_TRUE(second);
+  EXPECT_GT(second.fence(), before);
+}
+
+TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
+  // The holder's fixed lease runs out while the server sleeps; the waiter's re-check attempt,
+  // sent during the sleep, is granted when the server wakes, 2.5 s after it was sent: longer than
+  // the 1 s lease it asked for. That grant must not be handed out.
+  client holder(url());
+  auto held = holder.simple(key("job")).try_acquire({.lease_time = 1000ms});
+  ASSERT_TRUE(held);
+  auto o = options(10s);  // the attempt in flight during the sleep must not time out
+  o.max_recheck = 100ms;
+  client waiter(o);
+  auto got = std::async(std::launch::async, [&] {
+    auto l = waiter.simple(key("job")).try_acquire_for(20s, {.lease_time = 1000ms});
+    return std::make_pair(l.valid(), std::move(l));
+  });
+  wait_until([&] { return holder.simple(key("job")).waiting_clients() == 1; });
+  raw_redis(server().port())({"DEBUG", "SLEEP", "2.5"});
+  auto [valid_when_returned, l] = got.get();
+  ASSERT_TRUE(l) << "the lock was free and the wait had time left";
+  EXPECT_TRUE(valid_when_returned) << "a grant that was dead on arrival was handed out";
+  EXPECT_GE(waiter.stats().grants_born_dead, 1u);
+  EXPECT_EQ(l.release_checked(), release_outcome::released);
+}
+
+TEST_F(Safety, AWaiterRidesOutABusyServer) {
+  client c(url());
+  // Another client's script keeps the server busy for 1.5 s.
+  auto busy = std::async(std::launch::async, [&] {
+    raw_redis raw(server().port());
+    return raw({"EVAL",
+                "local t = redis.call('time'); local stop = t[1] * 1000000 + t[2] + 1500000 "
+                "repeat t = redis.call('time') until t[1] * 1000000 + t[2] >= stop return 1",
+                "0"});
+  });
+  wait_until([&] { return server_answers_with("BUSY"); });
+  try {
+    c.simple(key("job")).try_acquire();
+    ADD_FAILURE() << "a single attempt during BUSY must report it";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_busy);
+    EXPECT_NE(std::string(e.what()).find("BUSY"), std::string::npos) << e.what();
+  }
+  auto l = c.simple(key("job")).try_acquire_for(20s);
+  EXPECT_TRUE(l) << "BUSY is temporary: the wait must ride it out";
+  EXPECT_EQ(busy.get().integer(), 1);
+}
+
+// A server that loads each key of its dataset 100 µs late, so a restart spends a couple of
+// seconds answering LOADING.
+class SafetyLoading : public Safety {
+ protected:
+  embedded::server_options options_for(std::size_t i) const override {
+    auto o = Safety::options_for(i);
+    // Events (and so replies: LOADING) are processed every 1 KiB loaded, not every 2 MiB.
+    o.extra_args.insert(o.extra_args.end(), {"--key-load-delay", "100",
+                                             "--loading-process-events-interval-bytes", "1024"});
+    return o;
+  }
+};
+
+TEST_F(SafetyLoading, AWaiterRidesOutAServerLoadingItsDataAfterARestart) {
+  {
+    raw_redis raw(server().port());
+    raw({"DEBUG", "POPULATE", "20000", key("filler")});
+    raw({"SAVE"});
+  }
+  client c(options(1s));
+  server().kill();
+  // start() returns once the server answers PING, after loading. The server dies with the
+  // thread that started it (PR_SET_PDEATHSIG), so that thread lives until the test ends.
+  std::promise<void> test_over;
+  std::thread starter([&, over = test_over.get_future()] {
+    server().start();
+    over.wait();
+  });
+  struct join_at_exit {
+    std::promise<void>& over;
+    std::thread& t;
+    ~join_at_exit() {
+      over.set_value();
+      t.join();
+    }
+  } joiner{test_over, starter};
+  wait_until([&] { return server_answers_with("LOADING"); });
+  try {
+    c.reentrant(key("job")).try_acquire();
+    ADD_FAILURE() << "a single attempt during LOADING must report it";
+  } catch (const error& e) {
+    EXPECT_TRUE(e.code() == errc::server_busy || e.code() == errc::connection_lost ||
+                e.code() == errc::timeout)
+        << e.what();
+  }
+  auto l = c.reentrant(key("job")).try_acquire_for(30s);
+  EXPECT_TRUE(l) << "LOADING is temporary: the wait must ride it out";
+  EXPECT_TRUE(l.valid());
+}
+
+TEST_F(Safety, ErrorsThatWaitingCannotFixAreTypedAndCarryTheServersText) {
+  raw_redis raw(server().port());
+  auto expect_error = [](auto&& attempt, errc code, std::string_view text) {
+    try {
+      attempt();
+      ADD_FAILURE() << "expected " << make_error_code(code).message();
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  // An ACL user who may not run scripts at all, and one whose scripts may not INCR.
+  raw({"ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-eval", "-evalsha"});
+  raw({"ACL", "SETUSER", "noincr", "on", ">pw", "~*", "&*", "+@all", "-incr"});
+  for (const auto* user : {"noscripts", "noincr"}) {
+    auto o = options();
+    o.connection.user = user;
+    o.connection.password = "pw";
+    client c(o);
+    expect_error([&] { c.reentrant(key("acl")).try_acquire_for(5s); }, errc::permission_denied,
+                 user == std::string("noscripts") ? "NOPERM" : "can't run this command");
+  }
+  // A replica: locks need the master, and saying so beats waiting forever.
+  embedded::server_options replica_options;
+  replica_options.extra_args = {"--replicaof", "127.0.0.1", std::to_string(server().port())};
+  embedded::redis_server replica(replica_options);
+  client on_replica(replica.url());
+  expect_error([&] { on_replica.simple(key("ro")).try_acquire_for(5s); }, errc::read_only,
+               "READONLY");
+  // Out of memory: the server's own words.
+  client c(url());
+  raw({"CONFIG", "SET", "maxmemory", "1"});
+  expect_error([&] { c.simple(key("oom")).try_acquire(); }, errc::server_error, "OOM");
+  raw({"CONFIG", "SET", "maxmemory", "0"});
+}
+
+TEST_F(Safety, ANameHoldingOtherDataIsReportedNotWaitedOn) {
+  raw_redis raw(server().port());
+  raw({"RPUSH", key("queue"), "job"});
+  raw({"ZADD", key("ranks"), "1", "a"});
+  raw({"SET", key("session:42"), R"({"user":42,"cart":[1,2]})", "EX", "3600"});
+  raw({"HSET", key("user:7"), "name", "Ada", "email", "ada@example.com"});
+  client c(url());
+  const std::pair<std::string, std::string> cases[] = {
+      {"queue", "holds a list, not a lock"},
+      {"ranks", "holds a sorted set, not a lock"},
+      {"session:42", "holds a string that is not a lock"},
+      {"user:7", "holds a hash that is not a lock"}};
+  for (const auto& [name, text] : cases) {
+    for (const std::string kind : {"reentrant", "simple"}) {
+      SCOPED_TRACE(name + " " + kind);
+      try {
+        acquire(c, kind, key(name), 10s);
+        ADD_FAILURE() << "taken for a lock";
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::wrong_type);
+        EXPECT_NE(std::string(e.what()).find("'" + key(name) + "' " + text), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  EXPECT_EQ(raw({"LLEN", key("queue")}).integer(), 1);
+  EXPECT_EQ(raw({"HGET", key("user:7"), "name"}).str(), "Ada");
+  // Other lock layouts are locks: each kind waits for the other, and for foreign clients'.
+  raw({"SET", key("redlock"), "0123456789abcdef0123456789abcdef", "PX", "30000"});
+  raw({"HSET", key("redisson"), "8743c9c0-0795-4907-87fd-6c719a6b4586:1", "1"});
+  raw({"PEXPIRE", key("redisson"), "30000"});
+  EXPECT_FALSE(c.reentrant(key("redlock")).try_acquire());
+  EXPECT_FALSE(c.simple(key("redisson")).try_acquire());
+}
+
+TEST_F(Safety, NamesWithBracesDeriveRedissonsKeysAndHearRedissonsUnlocks) {
+  const std::pair<std::string, std::string> names[] = {
+      {"job{", "redisson_lock_token:job{"},     {"lock:{}", "redisson_lock_token:lock:{}"},
+      {"}{x", "redisson_lock_token:}{x"},       {"a{b}c", "redisson_lock_token:a{b}c"},
+      {"plain", "redisson_lock_token:{plain}"},
+  };
+  raw_redis raw(server().port());
+  client c(url());
+  for (const auto& [name, counter] : names) {
+    auto l = c.reentrant(name).try_acquire();
+    ASSERT_TRUE(l) << name;
+    EXPECT_EQ(raw({"GET", counter}).str(), std::to_string(l.fence())) << name;
+  }
+  // A Redisson holder of "job{" releases: its unlock script deletes the hash and publishes 0 on
+  // redisson_lock__channel:job{. A dlock waiter that re-checks only every minute must hear it.
+  raw({"HSET", "wake{", "8743c9c0-0795-4907-87fd-6c719a6b4586:1", "1"});
+  raw({"PEXPIRE", "wake{", "60000"});
+  auto o = options();
+  o.max_recheck = 60s;
+  client waiter(o);
+  auto got = std::async(std::launch::async,
+                        [&] { return waiter.reentrant("wake{").try_acquire_for(30s); });
+  wait_until([&] {
+    return raw({"PUBSUB", "NUMSUB", "redisson_lock__channel:wake{"}).at(1).integer() == 1;
+  });
+  const auto released_at = steady::now();
+  raw({"DEL", "wake{"});
+  raw({"PUBLISH", "redisson_lock__channel:wake{", "0"});
+  EXPECT_TRUE(got.get());
+  EXPECT_LT(steady::now() - released_at, 20s) << "woken by the message, not by a re-check";
+}
+
+TEST_F(Safety, AReleaseSaysWhetherTheLockWasHeldToTheEnd) {
+  auto o = options(300ms);
+  client c(o);
+  auto kept = c.simple(key("kept")).try_acquire();
+  EXPECT_EQ(kept.release_checked(), release_outcome::released);
+  EXPECT_EQ(kept.release_checked(), release_outcome::not_held) << "empty after the release";
+  auto taken = c.reentrant(key("taken")).try_acquire();
+  ASSERT_TRUE(taken);
+  client(url()).reentrant(key("taken")).force_unlock();
+  EXPECT_EQ(taken.release_checked(), release_outcome::not_held);
+  auto stranded = c.simple(key("stranded")).try_acquire();
+  ASSERT_TRUE(stranded);
+  server().pause();
+  EXPECT_EQ(stranded.release_checked(), release_outcome::unconfirmed);
+  server().resume();
+}
+
+}  // namespace
+}  // namespace dlock::testing
