@@ -31,7 +31,7 @@ const char* const references_text =
     "    1/(1/acquire rps + 1/release rps) = its requests/s over both runs / 2.\n"
     "  zero-sleep try_acquire() spin: the same workers, one client each, calling\n"
     "    try_acquire() (one attempt) in a tight loop.\n"
-    "  DESIGN target: the number docs/design.md (Targets) sets.\n"
+    "  design target: the number docs/design.md (Targets) sets.\n"
     "Commands are client-issued ones from INFO commandstats (evalsha, eval, [p]subscribe,\n"
     "[p]unsubscribe; set and ping for the raw and PING references).\n";
 

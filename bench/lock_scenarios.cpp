@@ -985,7 +985,7 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
                              "leases per renewal call",
                              per_call,
                              100,
-                             "DESIGN target",
+                             "design target",
                              ratio_of(per_call, 100),
                              ">= 100 leases per round trip",
                              {}};
@@ -995,7 +995,7 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
               "pipelined write");
     results.push_back(std::move(batching));
     scenario_result cpu{"watchdog",      "client CPU % of a core",     100 * cpu_share,     5,
-                        "DESIGN target", ratio_of(100 * cpu_share, 5), "< 5 % (ratio < 1)", {}};
+                        "design target", ratio_of(100 * cpu_share, 5), "< 5 % (ratio < 1)", {}};
     add_common(cpu);
     add_extra(cpu, "cpu_seconds", cpu1 - cpu0);
     add_extra(cpu, "acquire_s", acquire_seconds);

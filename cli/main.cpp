@@ -176,8 +176,10 @@ int main_impl(int argc, char** argv) {
   run_cmd->footer(R"(
 Runs CMD with DLOCK_NAME and DLOCK_FENCE (the grant's fencing token) in its environment, renews
 the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to dlock, and
-releases the lock when CMD exits, exiting with CMD's status. If the lock is lost while CMD runs,
-CMD gets SIGTERM, then SIGKILL after --grace, and dlock exits 76. Not acquired: exit 75.
+releases the lock when CMD and every process it started have exited, exiting with CMD's status.
+If the lock is lost, CMD and all its descendants get SIGTERM, then SIGKILL after --grace, and
+dlock exits 76 (or --lost-exit-code); also when the lease ran out while dlock itself was paused.
+Not acquired within --wait: exit 75. A name starting with "-": dlock run -- -name -- CMD.
 
 Examples:
   dlock run report -- ./report.sh
