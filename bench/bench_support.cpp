@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include <dlock/redis_client.hpp>
+#include <dlock/redis/client.hpp>
 #include <nlohmann/json.hpp>
 
 namespace dlock::bench {

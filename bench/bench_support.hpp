@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include <dlock/connection_options.hpp>
+#include <dlock/redis/connection_options.hpp>
 #include <nlohmann/json_fwd.hpp>
 
 namespace dlock {

@@ -3,9 +3,9 @@
 // here prints or parses arguments: `dlock_lock_bench` and `dlock bench` do that. Nothing here
 // judges either: the target docs/design.md sets is carried along as text for the reader.
 //
-// Every key a scenario writes starts with "dlock-bench:" (or is a lock's derived key,
-// "redisson_lock_token:{dlock-bench:…}"); each scenario deletes them when it ends, so a shared
-// server (--url) is left as it was found.
+// Every key a scenario writes starts with "dlock-bench:" (or is a key derived from such a lock
+// name, dlock/keys.hpp); each scenario deletes them when it ends, so a shared server (--url) is
+// left as it was found.
 #pragma once
 
 #include <chrono>

@@ -10,7 +10,7 @@
 #include "bench_run.hpp"
 #include "cli.hpp"
 #include "display.hpp"
-#include "dlock/connection_options.hpp"
+#include "dlock/redis/connection_options.hpp"
 #include "dlock/version.hpp"
 
 namespace dlock::cli {

@@ -9,7 +9,7 @@
 #include "display.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/lock.hpp"
-#include "dlock/redis_client.hpp"
+#include "dlock/redis/client.hpp"
 
 namespace dlock::cli {
 namespace {

@@ -20,7 +20,8 @@ endif()
 function(dlock_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wnon-virtual-dtor
                                            $<$<CXX_COMPILER_ID:GNU>:-Wshadow=local -Wno-psabi>
-                                           $<$<CXX_COMPILER_ID:Clang>:-Wshadow-uncaptured-local>)
+                                           $<$<CXX_COMPILER_ID:Clang>:-Wshadow-uncaptured-local
+                                                                      -Wthread-safety>)
   if(DLOCK_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1086,8 +1086,8 @@ report run(const options& o) {
          "once and its reply handled in the background; the worker does not wait"},
         {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
         {"fencing_keys",
-         "every grant INCRs redisson_lock_token:{<name>}, which is never deleted: dlock-fine "
-         "leaves one counter key per item listed"}}},
+         "every grant INCRs the lock's fencing counter (dlock/keys.hpp), which is never "
+         "deleted: dlock-fine leaves one counter key per item listed"}}},
       {"script", "list and purchase each as one Lua script (EVALSHA): the no-lock ceiling"},
       {"counters",
        {{"retries",

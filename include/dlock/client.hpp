@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "dlock/connection_options.hpp"
+#include "dlock/redis/connection_options.hpp"
 
 namespace dlock {
 

@@ -1,14 +1,17 @@
 // dlock/dlock.hpp — everything: include this one header.
 #pragma once
 
+// Locks, leases and the client that hands them out.
 #include "dlock/client.hpp"
-#include "dlock/connection_options.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fencing.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
-#include "dlock/redis_client.hpp"
-#include "dlock/reply.hpp"
-#include "dlock/script.hpp"
 #include "dlock/version.hpp"
+
+// The Redis client layer beneath them.
+#include "dlock/redis/client.hpp"
+#include "dlock/redis/connection_options.hpp"
+#include "dlock/redis/reply.hpp"
+#include "dlock/redis/script.hpp"

@@ -22,6 +22,7 @@ class client;
 
 namespace detail {
 class lock_core;
+class lock_kind;
 struct lock_handle;
 }  // namespace detail
 
@@ -181,8 +182,8 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   std::size_t local_holds() const noexcept;
 
  protected:
-  enum class kind { reentrant, simple };
-  basic_lock(std::shared_ptr<detail::lock_core> core, std::string name, kind k);
+  basic_lock(std::shared_ptr<detail::lock_core> core, std::string name,
+             const detail::lock_kind& kind);
 
   std::shared_ptr<detail::lock_handle> handle_;
 
@@ -206,8 +207,7 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : publi
 
  private:
   friend class client;
-  reentrant_lock(std::shared_ptr<detail::lock_core> core, std::string name)
-      : basic_lock(std::move(core), std::move(name), kind::reentrant) {}
+  reentrant_lock(std::shared_ptr<detail::lock_core> core, std::string name);
 };
 
 /// A simple, non-reentrant lock with the layout of node-redlock, redsync and redis-py: the key
@@ -217,8 +217,7 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : publi
 class DLOCK_API DLOCK_CAPABILITY("dlock::simple_lock") simple_lock : public basic_lock {
  private:
   friend class client;
-  simple_lock(std::shared_ptr<detail::lock_core> core, std::string name)
-      : basic_lock(std::move(core), std::move(name), kind::simple) {}
+  simple_lock(std::shared_ptr<detail::lock_core> core, std::string name);
 };
 
 }  // namespace dlock

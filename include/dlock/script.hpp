@@ -1,34 +1,5 @@
-// dlock/script.hpp — a Lua script sent by its SHA1 (EVALSHA), loaded on demand.
+// dlock/script.hpp — moved to dlock/redis/script.hpp with the rest of the Redis client
+// layer; kept so that existing includes go on working.
 #pragma once
 
-#include "dlock/export.hpp"
-
-#include <memory>
-#include <string>
-
-namespace dlock {
-
-/// A server-side Lua script. Cheap to copy (the text is shared). Calls through a `redis_client`
-/// send `EVALSHA`; when the server answers NOSCRIPT (after `SCRIPT FLUSH` or a restart) the call
-/// is retried once as `EVAL`, which also caches the script again. Callers never see NOSCRIPT.
-class DLOCK_API script {
- public:
-  /// Hashes `source` (SHA1, as Redis does). Throws `dlock::error(errc::invalid_argument)` if the
-  /// source is empty.
-  explicit script(std::string source);
-
-  const std::string& source() const noexcept { return body_->source; }
-  /// Lower-case hex SHA1 of the source, as `SCRIPT LOAD` returns it.
-  const std::string& sha1() const noexcept { return body_->sha1; }
-
-  struct body {
-    std::string source;
-    std::string sha1;
-  };
-  const std::shared_ptr<const body>& shared_body() const noexcept { return body_; }
-
- private:
-  std::shared_ptr<const body> body_;
-};
-
-}  // namespace dlock
+#include "dlock/redis/script.hpp"

@@ -162,6 +162,15 @@ void redis_server::start() {
   }
 }
 
+void redis_server::wipe_data() {
+  if (running()) throw server_error("wipe_data: the server is running");
+  std::error_code ignored;
+  // Redis 7 keeps its AOF in a directory of base and incremental files; older ones in one file.
+  for (const char* name : {"appendonlydir", "appendonly.aof", "dump.rdb"}) {
+    std::filesystem::remove_all(std::filesystem::path(dir_) / name, ignored);
+  }
+}
+
 bool redis_server::wait_ready(std::chrono::steady_clock::time_point deadline) {
   auto pause = 1ms;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -2,9 +2,8 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
-#include "dlock/redis_client.hpp"
+#include "dlock/redis/client.hpp"
 #include "dlock_lua_scripts.hpp"
-#include "locks/lock_core.hpp"
 
 namespace dlock {
 

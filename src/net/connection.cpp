@@ -10,34 +10,17 @@
 
 namespace dlock::net {
 
-std::error_code classify_error_reply(std::string_view text) {
-  // Errors a script's redis.call raised reach us with the same code in front (Redis 7), and a
-  // script's own errors follow the same convention.
-  const auto code = text.substr(0, text.find(' '));
-  if (code == "NOAUTH" || code == "WRONGPASS") return errc::auth_failed;
-  if (code == "WRONGTYPE") return errc::wrong_type;
-  if (code == "NOPERM") return errc::permission_denied;
-  // An ACL refusal inside a script comes back as a plain ERR (Redis 7.0).
-  if (code == "ERR" && text.find("The user executing the script can't") != text.npos) {
-    return errc::permission_denied;
-  }
-  if (code == "READONLY") return errc::read_only;
-  if (code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN" ||
-      code == "CLUSTERDOWN") {
-    return errc::server_busy;
-  }
-  return errc::server_error;
-}
-
 connection::connection(io_thread& io, const connection_options& options,
                        std::shared_ptr<asio::ssl::context> tls, mode m)
     : io_(io),
       options_(options),
       tls_(std::move(tls)),
       mode_(m),
+      backoff_(options.reconnect_min, options.reconnect_max),
       connect_timer_(io.context()),
       retry_timer_(io.context()),
       deadline_timer_(io.context()),
+      keepalive_timer_(io.context()),
       jitter_(std::random_device{}()) {}
 
 connection::~connection() {
@@ -61,7 +44,7 @@ void connection::enqueue(pending&& p, Encode&& encode) {
   bool idle = false;
   bool rearm = false;
   {
-    std::unique_lock lock(mutex_);
+    detail::unique_lock lock(mutex_);
     if (closed_) {
       const auto reason = close_reason_;
       lock.unlock();
@@ -85,6 +68,9 @@ void connection::enqueue(pending&& p, Encode&& encode) {
 
 std::size_t connection::move_outbox_to_inflight_locked() {
   const std::size_t count = outbox_pending_.size();
+  const auto now = clock::now();
+  for (auto& p : outbox_pending_)
+    p.written = now;
   if (inflight_.empty()) {
     inflight_.swap(outbox_pending_);
   } else {
@@ -99,12 +85,12 @@ std::size_t connection::move_outbox_to_inflight_locked() {
 // a few rounds at most, so it soon goes back to wait for its own reply. Returns false if the
 // I/O thread must take over (no plain socket, or rounds used up with more queued).
 bool connection::write_directly() {
-  std::lock_guard socket(socket_mutex_);
+  detail::lock_guard socket(socket_mutex_);
   if (direct_fd_ < 0) return false;
   for (int round = 0; round < 4; ++round) {
     std::size_t count = 0;
     {
-      std::lock_guard lock(mutex_);
+      detail::lock_guard lock(mutex_);
       if (outbox_.empty()) {
         writer_active_ = false;
         return true;
@@ -174,13 +160,13 @@ void connection::send_write_buffer() {
 }
 
 void connection::forget_socket() {
-  std::lock_guard socket(socket_mutex_);
+  detail::lock_guard socket(socket_mutex_);
   direct_fd_ = -1;
 }
 
 void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
                         reply_callback done) {
-  enqueue(pending{std::move(done), deadline, nullptr, {}, 0, false},
+  enqueue(pending{std::move(done), deadline, std::nullopt, {}, 0, false},
           [&](std::string& out) { wire::encode_command(out, args); });
 }
 
@@ -189,7 +175,7 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
                              reply_callback done) {
   // "numkeys keys... args..." is kept, encoded, to re-send as EVAL after a NOSCRIPT. `encode`
   // reads it from `p` before `enqueue` moves `p` into the queue.
-  pending p{std::move(done), deadline, s.shared_body(), {}, 1 + keys.size() + args.size(), false};
+  pending p{std::move(done), deadline, s, {}, 1 + keys.size() + args.size(), false};
   char numkeys[24];
   const auto numkeys_len =
       std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
@@ -210,7 +196,7 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
 
 void connection::send_raw(std::string_view bytes) {
   {
-    std::lock_guard lock(mutex_);
+    detail::lock_guard lock(mutex_);
     if (closed_) return;
     outbox_ += bytes;
     writer_active_ = true;
@@ -220,227 +206,16 @@ void connection::send_raw(std::string_view bytes) {
 
 void connection::resend_as_eval(pending&& p) {
   counters_.noscript_retries.fetch_add(1, std::memory_order_relaxed);
-  auto body = std::move(p.eval_script);  // retried once: EVAL cannot answer NOSCRIPT
+  // Retried once: EVAL cannot answer NOSCRIPT, and the resent command carries no script.
+  const auto body = std::exchange(p.eval_script, std::nullopt);
   const std::string tail = std::move(p.eval_tail);
   const std::size_t count = 2 + p.eval_tail_count;
   enqueue(std::move(p), [&](std::string& out) {
     wire::encode_array_header(out, count);
     wire::encode_bulk(out, "EVAL");
-    wire::encode_bulk(out, body->source);
+    wire::encode_bulk(out, body->source());
     out += tail;
   });
-}
-
-// ---- connecting ----
-
-void connection::start(attempt_callback first_attempt) {
-  first_attempt_ = std::move(first_attempt);
-  begin_attempt();
-}
-
-void connection::begin_attempt() {
-  if (state_ == state::closed) return;
-  ++epoch_;
-  state_ = state::connecting;
-  parser_.reset();
-  transport_ = make_transport(io_.context(), options_, tls_);
-  connect_timer_.expires_after(options_.connect_timeout);
-  connect_timer_.async_wait([this, e = epoch_](std::error_code ec) {
-    if (ec || e != epoch_ || state_ != state::connecting) return;
-    std::string what = "timed out after " + std::to_string(options_.connect_timeout.count()) +
-                       " ms connecting to " + options_.redacted_url();
-    if (transport_->in_tls_handshake()) {
-      what +=
-          ": the server accepted the connection but never answered the TLS handshake (a "
-          "plaintext Redis port? use redis:// there, or the server's tls-port)";
-    }
-    attempt_failed(errc::connect_failed, what);
-  });
-  transport_->async_connect([this, e = epoch_](std::error_code ec, std::string detail) {
-    if (e != epoch_) return;
-    if (ec) {
-      attempt_failed(ec, detail);
-      return;
-    }
-    on_transport_connected();
-  });
-}
-
-void connection::on_transport_connected() {
-  std::string hello;
-  handshake_replies_left_ = 0;
-  handshake_replies_seen_ = 0;
-  if (!options_.password.empty() || !options_.user.empty()) {
-    if (options_.user.empty()) {
-      const std::string_view args[] = {"AUTH", options_.password};
-      wire::encode_command(hello, args);
-    } else {
-      const std::string_view args[] = {"AUTH", options_.user, options_.password};
-      wire::encode_command(hello, args);
-    }
-    ++handshake_replies_left_;
-  }
-  if (options_.database != 0) {
-    const std::string db = std::to_string(options_.database);
-    const std::string_view args[] = {"SELECT", db};
-    wire::encode_command(hello, args);
-    ++handshake_replies_left_;
-  }
-  {
-    const std::string name = options_.client_name.empty() ? "dlock" : options_.client_name;
-    const std::string_view args[] = {"CLIENT", "SETNAME", name};
-    wire::encode_command(hello, args);
-    ++handshake_replies_left_;
-  }
-  start_read();
-  write_buffer_ = std::move(hello);
-  send_write_buffer();
-}
-
-void connection::on_handshake_reply(reply&& r) {
-  // CLIENT SETNAME is last. Naming is cosmetic: a restricted ACL user may not be allowed to do
-  // it, and that must not keep it from connecting, unless the user asked for a name.
-  const bool setname_reply = handshake_replies_left_ == 1;
-  if (r.is_error() && setname_reply && options_.client_name.empty() &&
-      r.str().starts_with("NOPERM")) {
-    r = reply::simple_string("OK");
-  }
-  if (r.is_error()) {
-    // The first handshake reply answers AUTH when credentials were given; any failure there is
-    // an authentication failure whatever the server's wording.
-    const bool sent_auth = !options_.password.empty() || !options_.user.empty();
-    const bool is_auth_reply = sent_auth && handshake_replies_seen_ == 0;
-    const std::error_code ec =
-        is_auth_reply ? make_error_code(errc::auth_failed) : classify_error_reply(r.str());
-    attempt_failed(ec,
-                   "connection handshake with " + options_.redacted_url() + " failed: " + r.str());
-    return;
-  }
-  ++handshake_replies_seen_;
-  if (--handshake_replies_left_ == 0) became_ready();
-}
-
-void connection::became_ready() {
-  connect_timer_.cancel();
-  state_ = state::ready;
-  up_ = true;
-  backoff_ = std::chrono::milliseconds(0);
-  if (ever_connected_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
-  ever_connected_ = true;
-  if (ready_handler_) ready_handler_();
-  if (first_attempt_) std::exchange(first_attempt_, nullptr)({}, {});
-  if (state_ != state::ready) return;
-  // Commands queued during the reconnect go out first, from here (unless a writer is already
-  // active: its posted start_write will). Only then may submitting threads write directly, so
-  // two writers never interleave their bytes.
-  bool take_over = false;
-  {
-    std::lock_guard lock(mutex_);
-    take_over = !std::exchange(writer_active_, true);
-  }
-  if (take_over) start_write();
-  if (mode_ == mode::commands) {
-    std::lock_guard socket(socket_mutex_);
-    direct_fd_ = transport_->native_handle();
-    direct_epoch_ = epoch_;
-  }
-}
-
-void connection::attempt_failed(std::error_code ec, const std::string& detail) {
-  ++epoch_;
-  connect_timer_.cancel();
-  forget_socket();
-  if (transport_) transport_->close();
-  writing_ = false;
-  write_buffer_.clear();
-  if (state_ == state::closed) return;
-  state_ = state::backoff;
-  if (first_attempt_) std::exchange(first_attempt_, nullptr)(ec, detail);
-  schedule_reconnect();
-}
-
-void connection::connection_failed(std::error_code ec) {
-  if (state_ == state::connecting) {
-    const std::string detail =
-        ec == errc::protocol_error
-            ? "protocol error from " + options_.redacted_url() + ": " + parser_.error_message()
-            : "connection to " + options_.redacted_url() +
-                  " dropped during the handshake: " + ec.message();
-    attempt_failed(ec == errc::protocol_error ? ec : make_error_code(errc::connect_failed), detail);
-    return;
-  }
-  if (state_ != state::ready) return;
-  ++epoch_;
-  up_ = false;
-  forget_socket();
-  transport_->close();
-  state_ = state::backoff;
-  writing_ = false;
-  write_deferred_ = false;
-  write_buffer_.clear();
-  counters_.connection_losses.fetch_add(1, std::memory_order_relaxed);
-  // Everything the callers were waiting on at the moment of the drop fails now, whether it had
-  // reached the socket or not: a caller should not have to guess which of its commands will
-  // still run later. (Subscriptions are re-sent in full by the ready handler.) Commands issued
-  // from now on wait for the reconnect, up to their own deadlines.
-  std::deque<pending> failed;
-  {
-    std::lock_guard lock(mutex_);
-    failed.swap(inflight_);
-    writer_active_ = false;
-    outbox_.clear();
-    for (auto& p : outbox_pending_)
-      failed.push_back(std::move(p));
-    outbox_pending_.clear();
-  }
-  for (auto& p : failed) {
-    if (!p.finished) p.done(errc::connection_lost, {});
-  }
-  schedule_reconnect();
-}
-
-void connection::schedule_reconnect() {
-  if (state_ == state::closed) return;
-  auto delay = backoff_;
-  backoff_ = backoff_.count() == 0 ? options_.reconnect_min
-                                   : std::min(backoff_ * 2, options_.reconnect_max);
-  if (delay.count() > 0) {
-    // Jitter spreads out the reconnects of many clients after a server restart.
-    std::uniform_int_distribution<std::int64_t> spread(delay.count() / 2, delay.count());
-    delay = std::chrono::milliseconds(spread(jitter_));
-  }
-  retry_timer_.expires_after(delay);
-  retry_timer_.async_wait([this](std::error_code ec) {
-    if (ec || state_ != state::backoff) return;
-    begin_attempt();
-  });
-}
-
-void connection::close(std::error_code reason) {
-  if (state_ == state::closed) return;
-  state_ = state::closed;
-  up_ = false;
-  ++epoch_;
-  connect_timer_.cancel();
-  retry_timer_.cancel();
-  deadline_timer_.cancel();
-  forget_socket();
-  if (transport_) transport_->close();
-  std::deque<pending> failed;
-  {
-    std::lock_guard lock(mutex_);
-    failed.swap(inflight_);
-    closed_ = true;
-    close_reason_ = reason;
-    outbox_.clear();
-    for (auto& p : outbox_pending_)
-      failed.push_back(std::move(p));
-    outbox_pending_.clear();
-  }
-  for (auto& p : failed) {
-    if (!p.finished) p.done(reason, {});
-  }
-  if (first_attempt_) std::exchange(first_attempt_, nullptr)(reason, "connection closed");
 }
 
 // ---- reading and writing ----
@@ -448,7 +223,7 @@ void connection::close(std::error_code reason) {
 void connection::start_write(bool flush_small) {
   std::size_t count = 0;
   {
-    std::lock_guard lock(mutex_);
+    detail::lock_guard lock(mutex_);
     if (state_ != state::ready) {
       writer_active_ = false;
       return;
@@ -496,9 +271,11 @@ void connection::start_read() {
 // leave in one write at the end instead of one send each.
 void connection::on_bytes_read() {
   const auto e = epoch_;
+  last_read_at_ = clock::now();
+  ping_sent_ = false;
   bool holding = false;
   if (mode_ == mode::commands && state_ == state::ready) {
-    std::lock_guard lock(mutex_);
+    detail::lock_guard lock(mutex_);
     holding = !std::exchange(writer_active_, true);
   }
   reply r;
@@ -527,7 +304,7 @@ void connection::dispatch(reply&& r) {
   counters_.replies.fetch_add(1, std::memory_order_relaxed);
   pending p;
   {
-    std::unique_lock lock(mutex_);
+    detail::unique_lock lock(mutex_);
     if (inflight_.empty()) {
       lock.unlock();
       connection_failed(errc::protocol_error);  // a reply nobody asked for: the stream is corrupt
@@ -554,7 +331,7 @@ void connection::dispatch(reply&& r) {
 void connection::arm_deadline_timer() {
   clock::time_point at;
   {
-    std::lock_guard lock(mutex_);
+    detail::lock_guard lock(mutex_);
     at = timer_at_;
   }
   if (at == clock::time_point::max() || state_ == state::closed || at == armed_at_) return;
@@ -567,10 +344,15 @@ void connection::arm_deadline_timer() {
   });
 }
 
+// Expires commands whose deadline has passed, and gives up on a connection that has been silent
+// for a whole command timeout (or the oldest command's own, if longer) while a reply is due: a
+// half-open connection (the server's host gone without a FIN or RST) would otherwise swallow
+// every command forever, each failing alone by its timeout.
 void connection::on_deadline_timer() {
   const auto now = clock::now();
   std::vector<reply_callback> expired;
   auto next = clock::time_point::max();
+  bool stalled = false;
   auto sweep = [&](std::deque<pending>& queue) {
     for (auto& p : queue) {
       if (p.finished) continue;
@@ -583,15 +365,45 @@ void connection::on_deadline_timer() {
     }
   };
   {
-    std::lock_guard lock(mutex_);
+    detail::lock_guard lock(mutex_);
     sweep(outbox_pending_);
     sweep(inflight_);
+    if (mode_ == mode::commands && state_ == state::ready && !inflight_.empty()) {
+      const auto& oldest = inflight_.front();
+      const auto limit =
+          std::max<clock::duration>(options_.command_timeout, oldest.deadline - oldest.written);
+      const auto stall_at = std::max(last_read_at_, oldest.written) + limit;
+      stalled = now >= stall_at;
+      if (!stalled) next = std::min(next, stall_at);
+    }
     timer_at_ = next;
   }
   arm_deadline_timer();
   counters_.timeouts.fetch_add(expired.size(), std::memory_order_relaxed);
   for (auto& done : expired)
     done(errc::timeout, {});
+  if (stalled && state_ == state::ready) connection_failed(errc::connection_lost);
+}
+
+// Pub/sub connections carry no replies to wait for: after a command timeout of silence they send
+// a PING, and a second one without a byte back means the connection is dead.
+void connection::arm_keepalive() {
+  if (mode_ != mode::pubsub || state_ != state::ready) return;
+  keepalive_timer_.expires_at(last_read_at_ + (ping_sent_ ? 2 : 1) * options_.command_timeout);
+  keepalive_timer_.async_wait([this, e = epoch_](std::error_code ec) {
+    if (ec || e != epoch_ || state_ != state::ready) return;
+    const auto silent = clock::now() - last_read_at_;
+    if (silent >= 2 * options_.command_timeout) {
+      connection_failed(errc::connection_lost);
+      return;
+    }
+    if (silent >= options_.command_timeout && !ping_sent_) {
+      ping_sent_ = true;
+      static constexpr std::string_view ping = "*1\r\n$4\r\nPING\r\n";
+      send_raw(ping);
+    }
+    arm_keepalive();
+  });
 }
 
 }  // namespace dlock::net

@@ -21,15 +21,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <string_view>
 
-#include "dlock/connection_options.hpp"
-#include "dlock/reply.hpp"
-#include "dlock/script.hpp"
+#include "core/sync.hpp"
+#include "dlock/redis/connection_options.hpp"
+#include "dlock/redis/reply.hpp"
+#include "dlock/redis/script.hpp"
+#include "net/connect_fsm.hpp"
 #include "net/io_thread.hpp"
 #include "net/transport.hpp"
 #include "wire/resp.hpp"
@@ -50,9 +52,6 @@ struct connection_counters {
   std::atomic<std::uint64_t> timeouts{0};
   std::atomic<std::uint64_t> noscript_retries{0};
 };
-
-/// The errc a server error reply stands for (auth_failed, wrong_type, or server_error).
-std::error_code classify_error_reply(std::string_view text);
 
 class connection {
  public:
@@ -107,15 +106,16 @@ class connection {
     reply_callback done;
     clock::time_point deadline;
     // For EVALSHA: the script and the encoded "numkeys keys... args..." tail, to re-send as EVAL.
-    std::shared_ptr<const dlock::script::body> eval_script;
+    std::optional<dlock::script> eval_script;
     std::string eval_tail;
     std::size_t eval_tail_count = 0;
-    bool finished = false;  // completed early (timed out); its reply is discarded on arrival
+    bool finished = false;        // completed early (timed out); its reply is discarded on arrival
+    clock::time_point written{};  // when it went out (in flight only)
   };
 
   template <class Encode>
   void enqueue(pending&& p, Encode&& encode);
-  void note_deadline_locked(clock::time_point deadline, bool& rearm);
+  void note_deadline_locked(clock::time_point deadline, bool& rearm) DLOCK_REQUIRES(mutex_);
   void begin_attempt();
   void attempt_failed(std::error_code ec, const std::string& detail);
   void on_transport_connected();
@@ -125,7 +125,7 @@ class connection {
   bool write_directly();
   void write_rest(std::string rest, std::uint64_t epoch);
   void send_write_buffer();
-  std::size_t move_outbox_to_inflight_locked();
+  std::size_t move_outbox_to_inflight_locked() DLOCK_REQUIRES(mutex_);
   void forget_socket();
   void start_write(bool flush_small = false);
   void start_read();
@@ -134,6 +134,7 @@ class connection {
   void resend_as_eval(pending&& p);
   void arm_deadline_timer();
   void on_deadline_timer();
+  void arm_keepalive();
   void schedule_reconnect();
 
   io_thread& io_;
@@ -144,21 +145,22 @@ class connection {
   std::atomic<bool> up_{false};
 
   // Shared with submitting threads.
-  std::mutex mutex_;
-  std::string outbox_;
-  std::deque<pending> outbox_pending_;
-  std::deque<pending> inflight_;  // written, awaiting replies, in order
-  bool writer_active_ = false;    // a thread (or the I/O thread) is sending the outbox
+  detail::mutex mutex_;
+  std::string outbox_ DLOCK_GUARDED_BY(mutex_);
+  std::deque<pending> outbox_pending_ DLOCK_GUARDED_BY(mutex_);
+  std::deque<pending> inflight_ DLOCK_GUARDED_BY(mutex_);  // written, awaiting replies, in order
+  bool writer_active_ DLOCK_GUARDED_BY(mutex_) = false;    // a thread is sending the outbox
+  bool closed_ DLOCK_GUARDED_BY(mutex_) = false;
+  std::error_code close_reason_ DLOCK_GUARDED_BY(mutex_);
+  clock::time_point timer_at_ DLOCK_GUARDED_BY(mutex_) = clock::time_point::max();
 
   // The socket a submitting thread may write to directly; the I/O thread clears it (under the
   // lock) before it closes the transport, so a descriptor is never written after its close.
-  std::mutex socket_mutex_;
-  int direct_fd_ = -1;
-  std::uint64_t direct_epoch_ = 0;
-  std::string direct_buffer_;
-  bool closed_ = false;
-  std::error_code close_reason_;
-  clock::time_point timer_at_ = clock::time_point::max();
+  // Taken before mutex_ when both are needed.
+  detail::mutex socket_mutex_;
+  int direct_fd_ DLOCK_GUARDED_BY(socket_mutex_) = -1;
+  std::uint64_t direct_epoch_ DLOCK_GUARDED_BY(socket_mutex_) = 0;
+  std::string direct_buffer_ DLOCK_GUARDED_BY(socket_mutex_);
 
   // I/O thread only.
   state state_ = state::idle;
@@ -168,15 +170,19 @@ class connection {
   std::string write_buffer_;
   bool writing_ = false;
   bool write_deferred_ = false;  // a small batch waits for the next replies (start_write)
-  std::size_t handshake_replies_left_ = 0;
-  std::size_t handshake_replies_seen_ = 0;
+  std::optional<handshake> handshake_;
   clock::time_point armed_at_ = clock::time_point::max();
+  // When bytes last arrived: a connection silent for too long while replies are due (or, for
+  // pub/sub, silent through a PING) is presumed dead, as a half-open TCP connection is.
+  clock::time_point last_read_at_{};
+  bool ping_sent_ = false;
   bool ever_connected_ = false;
   attempt_callback first_attempt_;
-  std::chrono::milliseconds backoff_{0};
+  reconnect_backoff backoff_;
   asio::steady_timer connect_timer_;
   asio::steady_timer retry_timer_;
   asio::steady_timer deadline_timer_;
+  asio::steady_timer keepalive_timer_;
   std::function<void(reply&&)> push_handler_;
   std::function<void()> ready_handler_;
   std::minstd_rand jitter_;

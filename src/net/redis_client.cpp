@@ -42,7 +42,20 @@ std::string_view command_name(std::span<const std::string_view> args) {
 
 }  // namespace
 
-redis_client::impl::impl(connection_options o) : options(std::move(o)) {
+redis_client::impl::impl(connection_options o)
+    : io_holder(std::make_shared<net::io_thread>()),
+      io(*io_holder),
+      owns_io(true),
+      options(std::move(o)) {
+  connect();
+}
+
+redis_client::impl::impl(connection_options o, std::shared_ptr<net::io_thread> shared_io)
+    : io_holder(std::move(shared_io)), io(*io_holder), owns_io(false), options(std::move(o)) {
+  connect();
+}
+
+void redis_client::impl::connect() {
   if (options.tls.enabled) tls = net::make_tls_context(options.tls);
   commands = std::make_unique<net::connection>(io, options, tls, net::connection::mode::commands);
   std::promise<std::pair<std::error_code, std::string>> first;
@@ -54,17 +67,28 @@ redis_client::impl::impl(connection_options o) : options(std::move(o)) {
   auto [ec, detail] = first.get_future().get();
   if (ec) {
     io.run([&] { commands->close(errc::client_closed); });
-    io.stop();
+    if (owns_io) {
+      io.stop();
+    } else {
+      // The shared thread goes on: let the handlers the close cancelled run first, then let the
+      // connection go on that thread, where nothing can be touching it any more.
+      io.run([&] { commands.reset(); });
+    }
     throw error(ec, detail);
   }
 }
 
 redis_client::impl::~impl() {
-  io.run([&] {
+  auto close = [&] {
     if (subscriber_) subscriber_->close();
     commands->close(errc::client_closed);
-  });
-  io.stop();
+  };
+  if (owns_io) {
+    io.run(close);
+    io.stop();
+  } else {
+    close();  // the owner stopped the shared thread already: nothing else touches these now
+  }
 }
 
 net::subscriber& redis_client::impl::subscriber() {

@@ -1,10 +1,11 @@
-// The inside of a redis_client, for the layers above the connection (locks, leases) that need
-// its I/O thread, its connections and its subscriber directly.
+// The inside of a redis_client: one server's command connection and subscriber, on an I/O
+// thread that is either its own (a redis_client a user made) or a dlock::client's, shared by all
+// of that client's connections.
 #pragma once
 
 #include <memory>
 
-#include "dlock/redis_client.hpp"
+#include "dlock/redis/client.hpp"
 #include "net/connection.hpp"
 #include "net/io_thread.hpp"
 #include "net/subscriber.hpp"
@@ -17,7 +18,11 @@ struct subscription::owner {
 };
 
 struct redis_client::impl final : subscription::owner {
+  /// Connects on an I/O thread of its own. Throws as redis_client's constructor does.
   explicit impl(connection_options o);
+  /// Connects on `shared_io`, which the caller owns: it must stop that thread before it lets
+  /// this object go (the connections are then closed from the calling thread).
+  impl(connection_options o, std::shared_ptr<net::io_thread> shared_io);
   ~impl() override;
 
   /// The subscriber, created on first use. I/O thread only.
@@ -25,11 +30,16 @@ struct redis_client::impl final : subscription::owner {
   void unsubscribe(std::uint64_t id) noexcept override;
 
   // Declaration order is destruction order reversed: the I/O thread outlives the connections.
-  net::io_thread io;
+  const std::shared_ptr<net::io_thread> io_holder;
+  net::io_thread& io;
+  const bool owns_io;
   const connection_options options;
   std::shared_ptr<asio::ssl::context> tls;
   std::unique_ptr<net::connection> commands;
   std::unique_ptr<net::subscriber> subscriber_;
+
+ private:
+  void connect();
 };
 
 namespace detail {
@@ -39,6 +49,12 @@ struct redis_client_access {
   static subscription make_subscription(const std::shared_ptr<redis_client::impl>& i,
                                         std::uint64_t id) {
     return subscription(std::weak_ptr<subscription::owner>(i), id);
+  }
+  /// A redis_client on a dlock::client's I/O thread (see impl's second constructor).
+  static std::unique_ptr<redis_client> on_shared_io(connection_options o,
+                                                    std::shared_ptr<net::io_thread> io) {
+    return std::unique_ptr<redis_client>(
+        new redis_client(std::make_shared<redis_client::impl>(std::move(o), std::move(io))));
   }
 };
 }  // namespace detail

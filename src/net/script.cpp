@@ -1,4 +1,4 @@
-#include "dlock/script.hpp"
+#include "dlock/redis/script.hpp"
 
 #include <openssl/sha.h>
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dlock/redis_client.hpp"
+#include "dlock/redis/client.hpp"
 #include "net/connection.hpp"
 
 namespace dlock::net {

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "dlock/connection_options.hpp"
+#include "dlock/redis/connection_options.hpp"
 
 namespace asio::ssl {
 class context;

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "dlock/connection_options.hpp"
 #include "dlock/error.hpp"
+#include "dlock/redis/connection_options.hpp"
 
 namespace dlock {
 namespace {

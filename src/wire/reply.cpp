@@ -1,4 +1,4 @@
-#include "dlock/reply.hpp"
+#include "dlock/redis/reply.hpp"
 
 #include "dlock/error.hpp"
 

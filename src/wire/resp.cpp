@@ -109,8 +109,10 @@ resp_parser::status resp_parser::parse_element(reply& out, bool& opened_array) {
   }
   std::string_view line;
   const bool complete = read_line(line);
-  // Judge the length the same way however the bytes were split: by the line's own text.
-  const std::size_t seen = complete ? line.size() : end_ - pos_ - 1;
+  // Judge the length the same way however the bytes were split: by the line's own text. An
+  // incomplete line is everything up to scan_from_, which stops at a CR still waiting for its
+  // LF: that CR ends the line rather than lengthening it.
+  const std::size_t seen = complete ? line.size() : scan_from_ - pos_ - 1;
   if (seen > limits_.max_line_length) return fail("header line exceeds the length limit");
   if (!complete) return status::need_more;
   const std::size_t after_line = pos_ + 1 + line.size() + 2;

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dlock/reply.hpp"
+#include "dlock/redis/reply.hpp"
 
 namespace dlock::wire {
 

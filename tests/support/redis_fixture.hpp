@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dlock/reply.hpp"
+#include "dlock/redis/reply.hpp"
 #include "embedded/process.hpp"
 #include "embedded/redis_server.hpp"
 

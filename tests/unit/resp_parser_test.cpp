@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
-#include "dlock/reply.hpp"
+#include "dlock/redis/reply.hpp"
 #include "wire/resp.hpp"
 
 namespace dlock {
@@ -1013,6 +1013,37 @@ TEST(RespParserErrors, LineLengthLimitIsIndependentOfHowInputIsSplit) {
     s2 = split.next(r2);
   }
   EXPECT_EQ(s1, s2);
+}
+
+TEST(RespParserErrors, LineAtTheLengthLimitSplitBetweenCrAndLf) {
+  // Found by tests/fuzz: a read that ended between a header's CR and its LF counted the CR as
+  // part of the line, so a line of exactly max_line_length was rejected in pieces although it
+  // was accepted whole, and a CR without LF was misreported as an overlong line.
+  parser_limits limits;
+  limits.max_line_length = 3;
+  for (const std::string& bytes : {"+abc\r\n"s, "-ERR\r\n"s, ":123\r\n"s, "$3\r\nabc\r\n"s,
+                                   "*1\r\n:12\r\n"s, "+abc\rx\r\n"s}) {
+    SCOPED_TRACE("input: " + bytes);
+    resp_parser whole(limits);
+    whole.feed(bytes);
+    reply r1;
+    const status s1 = whole.next(r1);
+    for (std::size_t k = 1; k <= bytes.size(); ++k) {
+      if (bytes[k - 1] != '\r') continue;
+      SCOPED_TRACE("split after the CR at " + std::to_string(k - 1));
+      resp_parser split(limits);
+      split.feed(std::string_view(bytes).substr(0, k));
+      reply r2;
+      status s2 = split.next(r2);
+      if (s2 == status::need_more) {
+        split.feed(std::string_view(bytes).substr(k));
+        s2 = split.next(r2);
+      }
+      EXPECT_EQ(s2, s1) << split.error_message();
+      EXPECT_EQ(r2, r1);
+      EXPECT_EQ(split.error_message(), whole.error_message());
+    }
+  }
 }
 
 TEST(RespParserErrors, HostileArrayHeaderDoesNotAllocateGigabytes) {

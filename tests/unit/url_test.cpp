@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "dlock/connection_options.hpp"
 #include "dlock/error.hpp"
+#include "dlock/redis/connection_options.hpp"
 
 namespace {
 

@@ -50,9 +50,15 @@ class redis_server {
   redis_server(const redis_server&) = delete;
   redis_server& operator=(const redis_server&) = delete;
 
-  /// Starts the server again after stop() or kill(), on the same ports and directory, with an
-  /// empty dataset (no persistence). Throws `server_error`.
+  /// Starts the server again after stop() or kill(), on the same ports and directory. The
+  /// dataset is empty unless `extra_args` turned persistence on (e.g. `--appendonly yes`): then
+  /// it loads what the directory holds, and start() returns once loading is done. Throws
+  /// `server_error`.
   void start();
+  /// Deletes the dataset files in the directory (AOF and RDB), so that a server with persistence
+  /// comes back empty from the next start(): a crash that lost the disk. Only while stopped;
+  /// throws `server_error` if the server is running.
+  void wipe_data();
   /// SIGTERM, then SIGKILL if it has not exited within 5 s; reaps it. No-op if not running.
   void stop() noexcept;
   /// SIGKILL, reaped at once: a crash.

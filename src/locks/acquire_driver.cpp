@@ -1,0 +1,289 @@
+// One acquisition from start to finish: the first attempt (sent directly from the caller's
+// thread when it can overtake no one here), the replies, waiting for a turn and for the lock,
+// grants that were dead on arrival, and the end (granted, not acquired, failed). The timing
+// decisions are acquire_machine's; the waiter queue's are waiter_queue's.
+#include "dlock/error.hpp"
+#include "locks/core_state.hpp"
+
+namespace dlock::detail {
+
+void lock_core::acquire(acquire_request r) {
+  auto o = std::make_shared<op>(this, std::move(r));
+  o->node = topology_->nodes_for(o->req.names->name).front();
+  {
+    lock_guard lock(ops_mutex_);
+    pending_ops_.insert(o);
+  }
+  const auto now = steady::now();
+  // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
+  // waiters that are waiting for this very owner.
+  const bool reentry =
+      o->req.kind->reentrant() && grants_.find_live(*o->req.kind, o->req.names->name, o->req.owner);
+  o->may_queue = !o->req.limits.single_attempt && !reentry;
+  // The first attempt leaves from this thread when it can overtake no one here (no local
+  // waiter or attempt on this name, no yield in force): a free lock then costs one round trip
+  // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread.
+  if (!io().in_io_thread() &&
+      (!o->may_queue || activity_.claim_direct(o->req.names->channel, now))) {
+    // Every field of the op is set before the I/O thread can see it: through the activity
+    // table (publish_direct) or through the attempt's reply.
+    const auto step = o->machine.start(now);
+    o->attempting = true;
+    o->direct_claim = o->may_queue;
+    if (o->direct_claim) activity_.publish_direct(o->req.names->channel, o);
+    submit_attempt(o, step.until);
+    return;
+  }
+  io().post([o] { o->core->start(o); });
+}
+
+void lock_core::start(const std::shared_ptr<op>& o) {
+  const auto now = steady::now();
+  if (!o->may_queue) {
+    run_step(o, o->machine.start(now));
+    return;
+  }
+  queue_direct_first(o->req.names->channel);
+  auto& q = join_queue(o);
+  if (!q.admitted(o)) {
+    arm_op_timer(o, o->req.limits.deadline);  // until it is our turn, only the deadline matters
+  } else if (const auto until = activity_.yielding(o->req.names->channel, now)) {
+    subscribe(q, o->req.names->channel);  // hear when the waiter we yielded to releases
+    arm_op_timer(o, std::min(*until, o->req.limits.deadline));
+  } else {
+    run_step(o, o->machine.start(now));
+  }
+}
+
+void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
+  o->attempting = true;
+  o->woken_during_attempt = false;
+  submit_attempt(o, until);
+}
+
+// Changes nothing in the op: a first attempt sent directly may already be visible to the I/O
+// thread when this runs.
+void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
+  counters.attempts.fetch_add(1, std::memory_order_relaxed);
+  const auto sent_at = steady::now();
+  o->req.kind->attempt(
+      {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until},
+      [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
+}
+
+void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
+                                 steady::time_point sent_at) {
+  o->attempting = false;
+  // The claim of a direct first attempt covers the name until the op is queued or finished;
+  // run below, it ends once either has happened (join_queue counts the op itself).
+  struct release_claim {
+    name_activity& activity;
+    op& o;
+    ~release_claim() {
+      if (std::exchange(o.direct_claim, false)) activity.add_local(o.req.names->channel, -1, true);
+    }
+  } claim{activity_, *o};
+  if (o->finished) return;
+  const auto now = steady::now();
+  if (ec) {
+    // Without a reply we cannot know whether the script ran: undo a grant it may have made.
+    if (ec == errc::timeout || ec == errc::connection_lost) discard_uncertain_grant(*o);
+    o->last_error = r;
+    run_step(o, o->machine.on_error(ec, now));
+    return;
+  }
+  const auto outcome = o->req.kind->decode_attempt(r);
+  using type = attempt_outcome::type;
+  switch (outcome.what) {
+    case type::malformed:
+      fail(o, errc::unexpected_reply, r);
+      return;
+    case type::granted:
+    case type::reentered: {
+      const bool reentry = outcome.what == type::reentered;
+      if (born_dead(*o, reentry, sent_at, now)) {
+        // The grant's validity ran out before its reply arrived (the server stalled, or the
+        // reply was held up): it is not handed out, it was undone, and the wait goes on if
+        // time remains.
+        run_step(o, o->machine.on_wake(now));
+        return;
+      }
+      counters.grants.fetch_add(1, std::memory_order_relaxed);
+      finish(o, {grant_hold(*o, reentry, outcome.fence, sent_at), {}, {}});
+      return;
+    }
+    case type::busy:
+      on_busy(o, outcome.pttl, now);
+      return;
+  }
+}
+
+void lock_core::on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady::time_point now) {
+  auto step = o->machine.on_busy(pttl, now);
+  if (step.kind == acquire_machine::step_kind::wait && o->may_queue) {
+    // Held by someone else: now it is worth queueing (if the first attempt went out directly)
+    // and listening for the release (an uncontended acquisition never subscribes). The
+    // subscription's confirmation triggers one more attempt, covering a release that happened
+    // before it was live.
+    auto& q = o->queued ? rt_->queues.at(o->req.names->channel) : join_queue(o);
+    if (!q.admitted(o)) {
+      arm_op_timer(o, o->req.limits.deadline);  // others were waiting first: our turn comes
+      return;
+    }
+    subscribe(q, o->req.names->channel);
+  }
+  // An unlock message arrived while we were asking: the answer may already be stale.
+  if (step.kind == acquire_machine::step_kind::wait && o->woken_during_attempt) {
+    step = o->machine.on_wake(now);
+  }
+  run_step(o, step);
+}
+
+void lock_core::run_step(const std::shared_ptr<op>& o, acquire_machine::step s) {
+  using kind = acquire_machine::step_kind;
+  switch (s.kind) {
+    case kind::attempt:
+      send_attempt(o, s.until);
+      return;
+    case kind::wait:
+      arm_op_timer(o, o->queued && !admitted(o) ? o->req.limits.deadline : s.until);
+      return;
+    case kind::granted:  // produced only by on_granted, which the driver does not use
+    case kind::not_acquired:
+      finish(o, {});
+      return;
+    case kind::failed:
+      fail(o, s.error, o->last_error);
+      return;
+  }
+}
+
+void lock_core::arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at) {
+  const auto epoch = ++o->timer_epoch;
+  if (at == steady::time_point::max()) {
+    o->timer.cancel();
+    return;
+  }
+  o->timer.expires_at(at);
+  o->timer.async_wait([o, epoch](std::error_code ec) {
+    if (ec || epoch != o->timer_epoch || o->finished) return;
+    auto& core = *o->core;
+    if (o->queued && !core.admitted(o)) {
+      // Not our turn: only the deadline can end this wait.
+      if (steady::now() >= o->req.limits.deadline) {
+        core.finish(o, {});
+      } else {
+        core.arm_op_timer(o, o->req.limits.deadline);
+      }
+      return;
+    }
+    core.wake(o);
+  });
+}
+
+void lock_core::wake(const std::shared_ptr<op>& o) {
+  if (o->finished) return;
+  if (o->attempting) {
+    o->woken_during_attempt = true;
+    return;
+  }
+  run_step(o, o->machine.on_wake(steady::now()));
+}
+
+void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
+  if (o->finished) return;
+  o->finished = true;
+  {
+    lock_guard lock(ops_mutex_);
+    pending_ops_.erase(o);
+  }
+  ++o->timer_epoch;
+  o->timer.cancel();
+  if (o->queued) leave_queue(o, static_cast<bool>(result.held));
+  auto done = std::move(o->req.done);
+  try {
+    done(std::move(result));
+  } catch (...) {
+    // User callbacks run on the I/O thread; nothing may escape into it.
+  }
+}
+
+void lock_core::fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply) {
+  std::string message = "acquiring lock '" + o->req.names->name + "': ";
+  if (ec == errc::wrong_type && server_reply.is_error() &&
+      server_reply.str().starts_with("WRONGTYPE holds ")) {
+    // Our scripts' verdict on a name that holds something else: "holds a list, not a lock".
+    message = "lock '" + o->req.names->name + "' " + server_reply.str().substr(10);
+  } else if (server_reply.is_error()) {
+    message += server_reply.str();  // the server's own words
+  } else {
+    message += ec.message();
+  }
+  finish(o, {{}, ec, std::move(message)});
+}
+
+// A grant is born dead when its validity, counted from when the attempt was sent, has already
+// passed as its reply arrives: handing it out would give the caller a lease that is lost at once
+// while someone else may take the lock. It is undone on the server instead (ending our hold,
+// which wakes waiters); a re-entry whose grant has run out too means that grant is lost.
+bool lock_core::born_dead(const op& o, bool reentry, steady::time_point sent_at,
+                          steady::time_point now) {
+  if (validity_end(sent_at, o.req.lease_time) > now) return false;
+  if (reentry) {
+    if (auto held = grants_.find_live(*o.req.kind, o.req.names->name, o.req.owner)) {
+      if (grants_.valid(*held, now)) return false;  // the hold it joins is still good
+      counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
+      lose(held, lease_lost_reason::expired);  // which ends the owner's hold on the server
+      return true;
+    }
+  }
+  counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
+  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time),
+                   [](std::error_code, reply) {});
+  return true;
+}
+
+void lock_core::discard_uncertain_grant(const op& o) {
+  // A re-entry must not drop the holds its owner already has; its count may stay one too
+  // high, which the lease's expiry resolves once the owner releases the rest.
+  if (o.req.kind->reentrant() && grants_.find_live(*o.req.kind, o.req.names->name, o.req.owner)) {
+    return;
+  }
+  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time),
+                   [](std::error_code, reply) {});
+}
+
+lease lock_core::grant_hold(const op& o, bool reentry, std::uint64_t fence,
+                            steady::time_point sent_at) {
+  const auto added =
+      grants_.add_hold(o.req, reentry, fence, validity_end(sent_at, o.req.lease_time));
+  if (added.stale) lose(added.stale, lease_lost_reason::not_held);
+  after_grant(added);
+  auto state = std::make_shared<lease_state>();
+  state->core = shared_from_this();
+  state->g = added.g;
+  state->hold_id = added.hold_id;
+  return lease_state::make(std::move(state));
+}
+
+void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
+  auto callbacks = grants_.lose(g, why);
+  if (!callbacks) return;
+  counters.leases_lost.fetch_add(1, std::memory_order_relaxed);
+  for (auto& cb : *callbacks) {
+    try {
+      cb(why);
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+  }
+  g->stop.request_stop();
+  if (why == lease_lost_reason::expired) {
+    // We told the holder it no longer holds the lock; make that true on the server too, in
+    // case the lease is in fact still there, so it cannot block others for nothing.
+    g->kind.drop(call_for(*g->names, g->owner, std::chrono::milliseconds(0)),
+                 [](std::error_code, reply) {});
+  }
+}
+
+}  // namespace dlock::detail

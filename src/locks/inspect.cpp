@@ -1,0 +1,149 @@
+// Looking at a lock from the outside: who holds it, its TTL, fence and waiters, a consistent
+// snapshot (lock_info.lua), and deleting it whoever holds it (force_unlock.lua). Both scripts
+// judge the key by every kind's layout, so a key that is not a lock is reported as such.
+#include <charconv>
+
+#include "core/thread_number.hpp"
+#include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+#include "dlock_lua_scripts.hpp"
+#include "locks/lock_core.hpp"
+
+namespace dlock {
+
+using detail::lock_core;
+
+namespace {
+
+std::uint64_t parse_u64(const reply& r) {
+  if (r.is_nil()) return 0;
+  const auto& s = r.str();
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) {
+    throw error(errc::unexpected_reply, "not a counter: " + r.to_string());
+  }
+  return v;
+}
+
+// Reads the state array of _snapshot.lua: {type, layout, pttl, fence, owner1, holds1, ...}.
+lock_info parse_snapshot(const reply& r) {
+  lock_info info;
+  const auto& type = r.at(0).str();
+  const auto& layout = r.at(1).str();
+  const bool lock = layout == "lock" || layout == "lock_no_ttl";
+  info.type = type == "none" ? lock_type::none : lock_type::other;
+  for (const auto* kind : detail::all_lock_kinds()) {
+    if (lock && type == kind->redis_type()) info.type = kind->public_type();
+  }
+  if (info.type == lock_type::other) info.content = layout;
+  const auto pttl = r.at(2).integer();
+  if (pttl == -1) info.ttl = std::chrono::milliseconds::max();
+  if (pttl >= 0) info.ttl = std::chrono::milliseconds(pttl);
+  info.fence = parse_u64(r.at(3));
+  const auto& e = r.elements();
+  for (std::size_t i = 4; i + 1 < e.size(); i += 2) {
+    info.holders.push_back({e[i].str(), e[i + 1].integer()});
+  }
+  return info;
+}
+
+// A script's WRONGTYPE verdict ("WRONGTYPE holds a list, not a lock") as an error naming the lock.
+[[noreturn]] void throw_not_a_lock(const std::string& name, const error& e) {
+  std::string what = e.what();
+  if (const auto at = what.find("holds "); at != std::string::npos) what = what.substr(at);
+  if (const auto suffix = what.rfind(": " + e.code().message()); suffix != std::string::npos) {
+    what.resize(suffix);
+  }
+  throw error(errc::wrong_type, "'" + name + "' " + what);
+}
+
+const script& lock_info_script() {
+  static const script s{std::string(lua::lock_info)};
+  return s;
+}
+
+const script& force_unlock_script() {
+  static const script s{std::string(lua::force_unlock)};
+  return s;
+}
+
+}  // namespace
+
+bool basic_lock::is_locked() const {
+  return handle_->core->topo().redis().command({"EXISTS", name()}).integer() == 1;
+}
+
+std::optional<lock_holder> basic_lock::holder() const {
+  const auto& n = *handle_->names;
+  const std::string_view keys[] = {n.name, n.fence_key};
+  const auto i = parse_snapshot(handle_->core->call(lock_info_script(), n.name, keys, {}));
+  if (i.type == lock_type::none) return std::nullopt;
+  if (i.type != handle_->kind->public_type()) {
+    throw error(errc::wrong_type,
+                "'" + name() + "' is not a " + std::string(handle_->kind->name()) + " lock");
+  }
+  if (i.holders.empty()) return std::nullopt;
+  return i.holders.front();
+}
+
+std::optional<std::chrono::milliseconds> basic_lock::remaining_ttl() const {
+  const auto ms = handle_->core->topo().redis().command({"PTTL", name()}).integer();
+  if (ms == -2) return std::nullopt;
+  if (ms == -1) return std::chrono::milliseconds::max();
+  return std::chrono::milliseconds(ms);
+}
+
+std::uint64_t basic_lock::fence() const {
+  return parse_u64(handle_->core->topo().redis().command({"GET", handle_->names->fence_key}));
+}
+
+std::int64_t basic_lock::waiting_clients() const {
+  const auto r =
+      handle_->core->topo().redis().command({"PUBSUB", "NUMSUB", handle_->names->channel});
+  return r.at(1).integer();
+}
+
+lock_info basic_lock::info() const {
+  const auto& n = *handle_->names;
+  const std::string_view keys[] = {n.name, n.fence_key};
+  auto info = parse_snapshot(handle_->core->call(lock_info_script(), n.name, keys, {}));
+  info.waiters = waiting_clients();
+  return info;
+}
+
+lock_info basic_lock::force_unlock(force_unlock_check check) const {
+  const auto& n = *handle_->names;
+  const std::string_view confirmed =
+      check == force_unlock_check::confirmed_kind ? handle_->kind->redis_type() : "";
+  const std::string_view keys[] = {n.name, n.fence_key, n.channel};
+  const std::string_view args[] = {detail::unlock_message, confirmed};
+  try {
+    return parse_snapshot(handle_->core->call(force_unlock_script(), n.name, keys, args));
+  } catch (const error& e) {
+    if (e.code() == errc::wrong_type) throw_not_a_lock(name(), e);
+    throw;
+  }
+}
+
+std::int64_t reentrant_lock::hold_count(const std::string& owner) const {
+  auto& core = *handle_->core;
+  const auto r = core.topo().redis().command({"HGET", name(), core.id() + ":" + owner});
+  if (r.is_nil()) return 0;
+  return static_cast<std::int64_t>(parse_u64(r));
+}
+
+std::int64_t reentrant_lock::hold_count() const {
+  return hold_count(std::to_string(detail::current_thread_number()));
+}
+
+bool reentrant_lock::held_by_current_thread() const {
+  try {
+    return hold_count() > 0;
+  } catch (const error& e) {
+    if (e.code() == errc::wrong_type) return false;  // a simple lock holds the name
+    throw;
+  }
+}
+
+}  // namespace dlock

@@ -1,0 +1,93 @@
+// dlock::lease: one hold of a grant, over the lock core and its grant registry.
+#include "dlock/lease.hpp"
+
+#include "dlock/error.hpp"
+#include "locks/lock_core.hpp"
+
+namespace dlock {
+
+using detail::steady;
+
+lease& lease::operator=(lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+lease::~lease() {
+  release();
+}
+
+bool lease::release() noexcept {
+  return release_checked() == release_outcome::released;
+}
+
+release_outcome lease::release_checked() noexcept {
+  if (!state_) return release_outcome::not_held;
+  auto s = std::move(state_);
+  return s->core->release(*s);
+}
+
+void lease::release_async(std::function<void(bool)> done) noexcept {
+  if (!state_) {
+    if (done) {
+      try {
+        done(false);
+      } catch (...) {
+      }
+    }
+    return;
+  }
+  auto s = std::move(state_);
+  if (!done) {
+    s->core->release_async(*s, nullptr);
+    return;
+  }
+  s->core->release_async(
+      *s, [done = std::move(done)](release_outcome o) { done(o == release_outcome::released); });
+}
+
+bool lease::valid() const noexcept {
+  return state_ && state_->core->grants().valid(*state_->g, steady::now());
+}
+
+std::stop_token lease::stop_token() const noexcept {
+  return state_ ? state_->g->stop.get_token() : std::stop_token{};
+}
+
+std::optional<lease_lost_reason> lease::lost_reason() const noexcept {
+  if (!state_) return std::nullopt;
+  return state_->core->grants().lost_reason(*state_->g);
+}
+
+std::uint64_t lease::fence() const noexcept {
+  return state_ ? state_->g->fence : 0;
+}
+
+const std::string& lease::name() const noexcept {
+  static const std::string empty;
+  return state_ ? state_->g->names->name : empty;
+}
+
+steady::time_point lease::valid_until() const noexcept {
+  if (!state_) return {};
+  return state_->core->grants().valid_until(*state_->g);
+}
+
+bool lease::watchdog() const noexcept {
+  return state_ && state_->g->watchdog;
+}
+
+bool lease::extend(std::chrono::milliseconds lease_time) {
+  if (!state_) throw error(errc::lease_lost, "extend: the lease holds nothing");
+  if (state_->core->io().in_io_thread()) {
+    throw error(errc::invalid_argument,
+                "lease::extend blocks, so it cannot run on the client's I/O thread (inside a "
+                "callback)");
+  }
+  return state_->core->extend(*state_, lease_time);
+}
+
+}  // namespace dlock

@@ -1,0 +1,49 @@
+// Per lock name: how many local acquisitions are queued or attempting, whether a first attempt
+// went out directly from a user thread, and until when this client yields the name to waiters
+// elsewhere after a release. User threads read it to decide whether a first attempt may leave at
+// once (no hop through the I/O thread) without overtaking anyone here; the I/O thread updates it.
+// Entries exist only while something is going on.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/sync.hpp"
+
+namespace dlock::detail {
+
+class name_activity {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// Claims `name` for a first attempt sent directly: only when no local acquisition is queued
+  /// or attempting on it and no yield is in force. A claim counts as one local acquisition.
+  bool claim_direct(const std::string& name, clock::time_point now);
+  /// Remembers the direct attempt, so that acquisitions arriving while it is in flight queue
+  /// behind it.
+  void publish_direct(const std::string& name, std::weak_ptr<void> attempt);
+  /// The direct attempt in flight on `name`, if any.
+  std::shared_ptr<void> direct(const std::string& name) const;
+  /// Counts local acquisitions in (+1) or out (-1); `end_direct` forgets the direct attempt.
+  void add_local(const std::string& name, int delta, bool end_direct = false);
+  bool has_local(const std::string& name) const;
+
+  /// Until when this client yields `name`, if a yield is in force at `now`.
+  std::optional<clock::time_point> yielding(const std::string& name, clock::time_point now) const;
+  void set_yield(const std::string& name, clock::time_point until);
+  void end_yield(const std::string& name);
+
+ private:
+  struct entry {
+    int local = 0;
+    clock::time_point yield_until{};
+    std::weak_ptr<void> direct;
+  };
+  mutable mutex mutex_;
+  std::unordered_map<std::string, entry> names_ DLOCK_GUARDED_BY(mutex_);
+};
+
+}  // namespace dlock::detail

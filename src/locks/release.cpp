@@ -1,0 +1,156 @@
+// Releases and extensions of holds, and what our own release means to the local waiters: its
+// unlock message reaches every subscribed client, perhaps us too, and its reply says how many.
+#include <algorithm>
+
+#include "core/one_shot.hpp"
+#include "dlock/error.hpp"
+#include "locks/core_state.hpp"
+
+namespace dlock::detail {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+release_outcome lock_core::release(lease_state& hold) noexcept {
+  try {
+    if (io().in_io_thread()) {
+      release_async(hold, nullptr);  // cannot wait for the reply on the thread that delivers it
+      return release_outcome::released;
+    }
+    one_shot<release_outcome> outcome;
+    release_async(hold, [&outcome](release_outcome o) { outcome.put(o); });
+    return outcome.take();
+  } catch (...) {
+    counters.release_failures.fetch_add(1, std::memory_order_relaxed);
+    return release_outcome::unconfirmed;
+  }
+}
+
+void lock_core::release_async(lease_state& hold,
+                              std::function<void(release_outcome)> done) noexcept {
+  auto report = [&done](release_outcome o) {
+    if (!done) return;
+    try {
+      done(o);
+    } catch (...) {
+    }
+  };
+  try {
+    const auto g = hold.g;
+    // Taking the last hold out of the table stops its renewal before this returns: the watchdog
+    // builds its rounds under the registry's mutex.
+    const bool lost = grants_.remove_hold(*g, hold.hold_id);
+    counters.releases.fetch_add(1, std::memory_order_relaxed);
+    if (lost) {
+      report(release_outcome::not_held);
+      return;
+    }
+    // With no local waiters there is nothing to note before the reply: submit from here, without
+    // a hop to the I/O thread. Otherwise the I/O thread notes the release first, so the echo of
+    // our own unlock message is recognised.
+    const bool note_first = activity_.has_local(g->names->channel);
+    const auto lease_time = grants_.lease_time(*g);
+    // `self` is not an owner, for the reason given at lock_core::op.
+    auto send = [self = this, g, lease_time, done = std::move(done), note_first]() mutable {
+      const auto note =
+          note_first ? self->before_release(g->names->channel) : queue::release_note{};
+      const auto sent_at = steady::now();
+      auto on_reply = [self, g, done = std::move(done), note, sent_at](std::error_code ec,
+                                                                       reply r) {
+        self->after_release(g->names->channel, note, ec ? reply() : r, steady::now() - sent_at);
+        // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
+        const auto outcome = ec               ? release_outcome::unconfirmed
+                             : r.is_integer() ? release_outcome::released
+                                              : release_outcome::not_held;
+        if (outcome != release_outcome::released) {
+          self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (!done) return;
+        try {
+          done(outcome);
+        } catch (...) {
+        }
+      };
+      g->kind.release(self->call_for(*g->names, g->owner, lease_time), std::move(on_reply));
+    };
+    if (note_first && !io().in_io_thread()) {
+      io().post(std::move(send));
+    } else {
+      send();
+    }
+  } catch (...) {
+    counters.release_failures.fetch_add(1, std::memory_order_relaxed);
+    report(release_outcome::unconfirmed);
+  }
+}
+
+bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
+  if (lease_time <= 0ms) throw error(errc::invalid_argument, "lease_time must be positive");
+  const auto g = hold.g;
+  if (grants_.is_lost(*g)) {
+    throw error(errc::lease_lost, "lease on '" + g->names->name + "' was lost");
+  }
+  const renewal_item item{&g->names->name, &g->owner, lease_time};
+  const auto sent_at = steady::now();
+  one_shot<std::pair<std::error_code, reply>> result;
+  const auto c = call_for(*g->names, g->owner, lease_time);
+  g->kind.renew(c.topo, c.node, std::span(&item, 1), c.deadline,
+                [&result](std::error_code ec, reply r) {
+                  result.put({ec, std::move(r)});
+                });
+  auto [ec, r] = result.take();
+  if (ec) throw error(ec, r.is_error() ? r.str() : "extending '" + g->names->name + "'");
+  if (r.at(0).integer() != 1) {
+    lose(g, lease_lost_reason::not_held);
+    return false;
+  }
+  if (grants_.extended(*g, validity_end(sent_at, lease_time), lease_time)) {
+    io().post([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->arm_expiry_check();
+    });
+  }
+  return true;
+}
+
+lock_core::queue::release_note lock_core::before_release(const std::string& channel) {
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end() || it->second.empty()) return {};
+  return it->second.release_started();
+}
+
+// If another client is waiting, we yield: it was just told the lock is free, and racing it would
+// only cost a failed attempt on one side (and starve remote waiters, who hear of the release
+// later than we do). Our front waiter and our next acquisitions hold back for a few round trips,
+// long enough for that client to take the lock; its release then wakes us. When in doubt whether
+// the count includes us, we assume it does: a missed yield costs at most one failed attempt, a
+// yield to nobody would cost the wait. If no one else is waiting, our front waiter need not wait
+// for the message's echo: it tries at once.
+void lock_core::after_release(const std::string& channel, queue::release_note note, const reply& r,
+                              steady::duration round_trip) {
+  const bool released = r.is_integer() && r.integer() >= 1;
+  const auto receivers = released ? r.integer() - 1 : 0;
+  const auto now = steady::now();
+  const bool counted_us = note.requested || rt_->unsubscribed.maybe_subscribed(channel, now) ||
+                          (rt_->queues.count(channel) && rt_->queues.at(channel).subscription);
+  const bool others = receivers - (counted_us ? 1 : 0) > 0;
+  const auto yield_for = std::clamp<steady::duration>(8 * round_trip, 2ms, options_.max_recheck);
+  if (others) activity_.set_yield(channel, now + yield_for);
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end()) return;
+  switch (it->second.release_finished(note, released, others)) {
+    case queue::release_action::none:
+      return;
+    case queue::release_action::wake:
+      wake_front(channel);
+      return;
+    case queue::release_action::yield: {
+      auto front = it->second.front();
+      if (!front->attempting) {
+        arm_op_timer(front, std::min(now + yield_for, front->req.limits.deadline));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace dlock::detail

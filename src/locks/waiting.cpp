@@ -1,0 +1,106 @@
+// Local waiters: each lock name's queue (by unlock channel), its subscription, and what unlock
+// messages do to it. waiter_queue.hpp decides; this file acts on the decisions.
+#include "locks/core_state.hpp"
+
+namespace dlock::detail {
+
+lock_core::queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
+  const auto& channel = o->req.names->channel;
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end()) {
+    it = rt_->queues.emplace(channel, queue(o->req.kind->max_holders())).first;
+  }
+  it->second.push(o);
+  o->queued = true;
+  activity_.add_local(channel, +1);
+  return it->second;
+}
+
+// The next waiter to be admitted tries at once if the lock may be free (its predecessor gave up
+// or failed); if the predecessor was granted, the lock is held, and the newcomer waits for the
+// unlock message or the lease. Posted rather than called: the next waiter may be finishing too
+// (its deadline passed), and the one after it... each in its own turn of the loop, never one
+// deep recursion.
+void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
+  const auto& channel = o->req.names->channel;
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end()) return;
+  auto& q = it->second;
+  const bool was_admitted = q.admitted(o);
+  q.remove(o);
+  o->queued = false;
+  activity_.add_local(channel, -1);
+  if (q.empty()) {
+    if (q.subscription != 0) {
+      topology_->unsubscribe(q.subscription);
+      rt_->unsubscribed.note(channel, steady::now());
+    }
+    rt_->queues.erase(it);
+    return;
+  }
+  const auto* next = was_admitted ? q.newly_admitted() : nullptr;
+  if (!next) return;
+  io().post([next = *next, granted, lease = o->req.lease_time] {
+    auto& core = *next->core;
+    if (next->finished || !core.admitted(next)) return;
+    if (granted) {
+      core.run_step(next, next->machine.on_busy(lease.count(), steady::now()));
+    } else {
+      core.wake(next);
+    }
+  });
+}
+
+bool lock_core::admitted(const std::shared_ptr<op>& o) const {
+  auto it = rt_->queues.find(o->req.names->channel);
+  return it != rt_->queues.end() && it->second.admitted(o);
+}
+
+// An acquisition that arrives while a direct first attempt on its name is in flight queues
+// behind it: the direct one, which came first, takes its place in the queue now.
+void lock_core::queue_direct_first(const std::string& channel) {
+  auto first = std::static_pointer_cast<op>(activity_.direct(channel));
+  if (first && first->direct_claim && !first->queued && !first->finished) join_queue(first);
+}
+
+void lock_core::subscribe(queue& q, const std::string& channel) {
+  if (q.subscription != 0 || q.empty()) return;
+  std::weak_ptr<lock_core> weak = weak_from_this();
+  q.subscription = topology_->subscribe(
+      q.front()->node, channel,
+      [weak, channel](std::string_view, std::string_view) {
+        if (auto self = weak.lock()) self->on_unlock_message(channel);
+      },
+      [weak, channel] {
+        if (auto self = weak.lock()) self->on_subscribed(channel);
+      });
+}
+
+void lock_core::wake_front(const std::string& channel) {
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end() || it->second.empty()) return;
+  auto front = it->second.front();  // a copy: waking may change the queue
+  wake(front);
+}
+
+void lock_core::on_unlock_message(const std::string& channel) {
+  counters.unlock_messages.fetch_add(1, std::memory_order_relaxed);
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end()) return;
+  if (it->second.message_arrived() != queue::message_action::wake) return;
+  activity_.end_yield(channel);  // someone else released: our turn to compete again
+  wake_front(channel);
+}
+
+void lock_core::on_subscribed(const std::string& channel) {
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end()) return;
+  it->second.confirmed = true;
+  // While we yield, the waiter we yielded to holds or is taking the lock; its release will be
+  // heard now that we listen.
+  if (activity_.yielding(channel, steady::now())) return;
+  // Messages sent before the subscription was live (or while it was down) are lost: check now.
+  wake_front(channel);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,87 @@
+#include "net/connect_fsm.hpp"
+
+#include "dlock/error.hpp"
+#include "wire/resp.hpp"
+
+namespace dlock::net {
+
+std::error_code classify_error_reply(std::string_view text) {
+  // Errors a script's redis.call raised reach us with the same code in front (Redis 7), and a
+  // script's own errors follow the same convention.
+  const auto code = text.substr(0, text.find(' '));
+  if (code == "NOAUTH" || code == "WRONGPASS") return errc::auth_failed;
+  if (code == "WRONGTYPE") return errc::wrong_type;
+  if (code == "NOPERM") return errc::permission_denied;
+  // An ACL refusal inside a script comes back as a plain ERR (Redis 7.0).
+  if (code == "ERR" && text.find("The user executing the script can't") != text.npos) {
+    return errc::permission_denied;
+  }
+  if (code == "READONLY") return errc::read_only;
+  if (code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN" ||
+      code == "CLUSTERDOWN") {
+    return errc::server_busy;
+  }
+  return errc::server_error;
+}
+
+handshake::handshake(const connection_options& options) : options_(options) {
+  sends_auth_ = !options.password.empty() || !options.user.empty();
+  if (sends_auth_) {
+    if (options.user.empty()) {
+      const std::string_view args[] = {"AUTH", options.password};
+      wire::encode_command(request_, args);
+    } else {
+      const std::string_view args[] = {"AUTH", options.user, options.password};
+      wire::encode_command(request_, args);
+    }
+    ++expected_;
+  }
+  if (options.database != 0) {
+    const std::string db = std::to_string(options.database);
+    const std::string_view args[] = {"SELECT", db};
+    wire::encode_command(request_, args);
+    ++expected_;
+  }
+  const std::string name = options.client_name.empty() ? "dlock" : options.client_name;
+  const std::string_view args[] = {"CLIENT", "SETNAME", name};
+  wire::encode_command(request_, args);
+  ++expected_;
+}
+
+handshake::verdict handshake::on_reply(const reply& r) {
+  if (seen_ >= expected_) return {status::failed, errc::protocol_error, "reply after handshake"};
+  const bool first = seen_ == 0;
+  const bool setname = ++seen_ == expected_;  // CLIENT SETNAME is last
+  bool ok = !r.is_error();
+  if (!ok && setname && options_.client_name.empty() && r.str().starts_with("NOPERM")) ok = true;
+  if (!ok) {
+    const std::error_code ec =
+        sends_auth_ && first ? make_error_code(errc::auth_failed) : classify_error_reply(r.str());
+    return {status::failed, ec,
+            "connection handshake with " + options_.redacted_url() + " failed: " + r.str()};
+  }
+  return {seen_ == expected_ ? status::ready : status::more, {}, {}};
+}
+
+std::chrono::milliseconds reconnect_backoff::next(std::uint64_t random) {
+  const auto delay = step_;
+  step_ = step_.count() == 0 ? min_ : std::min(step_ * 2, max_);
+  if (delay.count() <= 0) return delay;
+  const auto low = delay.count() / 2;
+  return std::chrono::milliseconds(
+      low +
+      static_cast<std::int64_t>(random % static_cast<std::uint64_t>(delay.count() - low + 1)));
+}
+
+std::string connect_timeout_message(const connection_options& options, bool in_tls_handshake) {
+  std::string what = "timed out after " + std::to_string(options.connect_timeout.count()) +
+                     " ms connecting to " + options.redacted_url();
+  if (in_tls_handshake) {
+    what +=
+        ": the server accepted the connection but never answered the TLS handshake (a "
+        "plaintext Redis port? use redis:// there, or the server's tls-port)";
+  }
+  return what;
+}
+
+}  // namespace dlock::net

@@ -1,0 +1,53 @@
+#include "topology/standalone.hpp"
+
+#include "net/redis_client_impl.hpp"
+
+namespace dlock::detail {
+
+namespace {
+constexpr node_id only_node[] = {0};
+}
+
+standalone_topology::standalone_topology(const connection_options& options,
+                                         std::shared_ptr<net::io_thread> io)
+    : server_(redis_client_access::on_shared_io(options, std::move(io))),
+      impl_(redis_client_access::get(*server_)) {}
+
+net::io_thread& standalone_topology::io() noexcept {
+  return impl_.io;
+}
+
+std::span<const node_id> standalone_topology::nodes_for(std::string_view) {
+  return only_node;
+}
+
+route standalone_topology::route_of(node_id, std::string_view) const {
+  return {};
+}
+
+void standalone_topology::eval(node_id, const script& s, std::span<const std::string_view> keys,
+                               std::span<const std::string_view> args,
+                               net::clock::time_point deadline, net::reply_callback done) {
+  impl_.commands->submit_eval(s, keys, args, deadline, std::move(done));
+}
+
+std::uint64_t standalone_topology::subscribe(node_id, const std::string& channel,
+                                             message_handler on_message,
+                                             std::function<void()> on_subscribed) {
+  return impl_.subscriber().add(net::subscriber::kind::channel, channel, std::move(on_message),
+                                std::move(on_subscribed));
+}
+
+void standalone_topology::unsubscribe(std::uint64_t id) {
+  impl_.subscriber().remove(id);
+}
+
+void standalone_topology::close(std::error_code reason) {
+  impl_.commands->close(reason);
+}
+
+redis_client& standalone_topology::redis() noexcept {
+  return *server_;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,70 @@
+// The seam between the locks and the Redis deployment they run on. The lock layer never holds a
+// connection: it asks the topology which node serves a key, sends script calls to that node,
+// subscribes channels there, and runs its timers on the topology's I/O thread, which belongs to
+// the dlock::client. Standalone is the first implementation; Sentinel (the node follows the
+// master), Cluster (nodes by slot, MOVED/ASK followed inside eval) and RedLock's independent
+// masters (every key on every node) fit the same shape.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "dlock/redis/client.hpp"
+#include "dlock/redis/script.hpp"
+#include "net/connection.hpp"
+#include "net/io_thread.hpp"
+
+namespace dlock::detail {
+
+/// A node of a topology, by index.
+using node_id = std::uint32_t;
+
+/// Where a key's commands go, for grouping work: keys with equal routes may share one script
+/// call (same node, same cluster slot).
+struct route {
+  node_id node = 0;
+  std::uint32_t slot = 0;  // 0 where the deployment is not sharded
+  friend bool operator==(const route&, const route&) = default;
+  friend auto operator<=>(const route&, const route&) = default;
+};
+
+class topology {
+ public:
+  virtual ~topology() = default;
+
+  /// The thread every lock timer, subscription handler and reply callback runs on.
+  virtual net::io_thread& io() noexcept = 0;
+
+  /// The nodes that serve `key`: one for a standalone server, a Sentinel master or a cluster
+  /// slot; every master for RedLock. Any thread.
+  virtual std::span<const node_id> nodes_for(std::string_view key) = 0;
+  /// The route of `key` on `node`. Any thread.
+  virtual route route_of(node_id node, std::string_view key) const = 0;
+
+  /// Sends one script call to `node` (its keys in one slot); `done` runs once, on the I/O thread
+  /// (or inline with errc::client_closed once closed). Redirects and failovers are the
+  /// topology's business, not the caller's. Any thread.
+  virtual void eval(node_id node, const script& s, std::span<const std::string_view> keys,
+                    std::span<const std::string_view> args, net::clock::time_point deadline,
+                    net::reply_callback done) = 0;
+
+  /// Subscribes `channel` on `node`. `on_subscribed` runs each time the server confirms it (at
+  /// first and after every reconnect). Returns an id for `unsubscribe`. I/O thread only.
+  virtual std::uint64_t subscribe(node_id node, const std::string& channel,
+                                  message_handler on_message,
+                                  std::function<void()> on_subscribed) = 0;
+  virtual void unsubscribe(std::uint64_t id) = 0;
+
+  /// Fails every command in flight with `reason` and stops reconnecting. I/O thread only.
+  virtual void close(std::error_code reason) = 0;
+
+  /// A plain client for commands of the user's own (the standalone server itself).
+  virtual redis_client& redis() noexcept = 0;
+};
+
+}  // namespace dlock::detail

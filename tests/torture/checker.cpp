@@ -1,0 +1,361 @@
+#include "checker.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+
+#include "event_log.hpp"
+
+namespace dlock::torture {
+namespace {
+
+constexpr auto never = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t number(std::string_view s) {
+  std::int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+struct op_rec {
+  char kind = 'r';
+  std::int64_t seq = 0;
+  bool accepted = false;
+  std::string_view a{}, b{};
+};
+
+struct grant_rec {
+  std::int64_t worker = 0, gid = 0;
+  std::string_view name{}, fence{};
+  std::int64_t t_call = 0, t_grant = 0;
+  std::int64_t t_lost = never;
+  std::optional<bool> valid{};
+  std::int64_t rel_start = never;
+  std::string_view outcome{};
+  std::vector<op_rec> ops{};
+  std::int64_t last_event = 0;
+  std::int64_t min_seq = never;
+
+  bool released_at_all() const { return rel_start != never; }
+  std::int64_t end() const { return released_at_all() ? rel_start : last_event; }
+};
+
+std::uint64_t key_of(std::int64_t worker, std::int64_t gid) {
+  return (static_cast<std::uint64_t>(worker) << 40) ^ static_cast<std::uint64_t>(gid);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+template <class F>
+void for_each_line(const std::string& text, F f) {
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    const auto line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+    const auto fields = split_fields(line);
+    if (!fields.empty()) f(fields);
+  }
+}
+
+// A name's grants with what "later than" needs: ordered by t_call, and for every position the
+// smallest opseq and the earliest t_grant among the grants from there on.
+struct name_index {
+  std::vector<std::size_t> by_call;
+  std::vector<std::int64_t> calls, min_seq_from, min_grant_from;
+
+  name_index(const std::vector<grant_rec>& all, std::vector<std::size_t> members)
+      : by_call(std::move(members)) {
+    std::sort(by_call.begin(), by_call.end(),
+              [&](auto x, auto y) { return all[x].t_call < all[y].t_call; });
+    const auto n = by_call.size();
+    calls.resize(n);
+    min_seq_from.assign(n + 1, never);
+    min_grant_from.assign(n + 1, never);
+    for (std::size_t i = n; i-- > 0;) {
+      const auto& g = all[by_call[i]];
+      calls[i] = g.t_call;
+      min_seq_from[i] = std::min(min_seq_from[i + 1], g.min_seq);
+      min_grant_from[i] = std::min(min_grant_from[i + 1], g.t_grant);
+    }
+  }
+  /// The first grant later than one granted at `t_grant`.
+  std::size_t later_than(std::int64_t t_grant) const {
+    return static_cast<std::size_t>(std::upper_bound(calls.begin(), calls.end(), t_grant) -
+                                    calls.begin());
+  }
+};
+
+class checker {
+ public:
+  explicit checker(const check_input& in) : in_(in) {}
+
+  check_report run() {
+    r_.seconds = static_cast<double>(in_.t_end - in_.t_start) / 1e9;
+    for (const auto& path : in_.worker_logs)
+      load_worker_log(path);
+    attach_events();
+    load_nemesis_log();
+    std::unordered_map<std::string_view, std::vector<std::size_t>> by_name;
+    for (std::size_t i = 0; i < grants_.size(); ++i)
+      by_name[grants_[i].name].push_back(i);
+    for (auto& [name, members] : by_name) {
+      overlaps(members);
+      const name_index idx(grants_, members);
+      for (const auto i : members)
+        judge(grants_[i], idx);
+    }
+    unavailability(by_name);
+    liveness();
+    return std::move(r_);
+  }
+
+ private:
+  void load_worker_log(const std::string& path) {
+    texts_.push_back(read_file(path));
+    for_each_line(texts_.back(), [&](const std::vector<std::string_view>& f) {
+      switch (f[0][0]) {
+        case 'S':
+          ++r_.workers_started;
+          break;
+        case 'G':
+          if (f.size() < 7) return bad();
+          index_[key_of(number(f[1]), number(f[2]))] = grants_.size();
+          grants_.push_back({.worker = number(f[1]),
+                             .gid = number(f[2]),
+                             .name = f[3],
+                             .fence = f[4],
+                             .t_call = number(f[5]),
+                             .t_grant = number(f[6]),
+                             .last_event = number(f[6])});
+          break;
+        case 'N':
+          ++r_.not_acquired;
+          break;
+        case 'E':
+          if (f.size() < 6) return bad();
+          ++r_.errors[std::string(f[4]) + " " + std::string(f[5])];
+          break;
+        case 'T':
+          if (f.size() < 8) return bad();
+          ++r_.stats_workers;
+          r_.stats_born_dead += static_cast<std::uint64_t>(number(f[5]));
+          r_.stats_leases_lost += static_cast<std::uint64_t>(number(f[6]));
+          r_.stats_release_failures += static_cast<std::uint64_t>(number(f[7]));
+          break;
+        case 'O':
+        case 'V':
+        case 'L':
+        case 'R':
+          // These refer to a grant whose G line may come later (an on_lost can run before the
+          // worker logs its grant).
+          later_.push_back(f);
+          break;
+        default:
+          bad();
+      }
+    });
+  }
+
+  // A line the checker cannot read makes its verdict worthless: it is counted and fails the run.
+  void bad() { ++r_.malformed_lines; }
+
+  void attach_events() {
+    for (const auto& f : later_) {
+      const std::size_t needs = f[0][0] == 'O' ? 12 : f[0][0] == 'R' ? 6 : 5;
+      const auto it = index_.find(key_of(number(f[1]), number(f[2])));
+      if (f.size() < needs || it == index_.end()) {
+        bad();
+        continue;
+      }
+      auto& g = grants_[it->second];
+      switch (f[0][0]) {
+        case 'O': {
+          const op_rec op{
+              .kind = f[5][0], .seq = number(f[6]), .accepted = f[7] == "1", .a = f[8], .b = f[9]};
+          ++r_.ops;
+          if (!op.accepted) ++(op.kind == 'r' ? r_.reads_rejected : r_.writes_rejected);
+          if (op.accepted && op.kind == 'w') {
+            ++r_.writes_accepted;
+            if (op.a != op.b) ++r_.lost_updates;
+          }
+          g.min_seq = std::min(g.min_seq, op.seq);
+          g.ops.push_back(op);
+          g.last_event = std::max(g.last_event, number(f[11]));
+          break;
+        }
+        case 'V':
+          g.valid = f[4] == "1";
+          if (!*g.valid) ++r_.valid_false;
+          g.last_event = std::max(g.last_event, number(f[3]));
+          break;
+        case 'L':
+          ++r_.on_lost_calls;
+          g.t_lost = std::min(g.t_lost, number(f[3]));
+          break;
+        case 'R':
+          g.rel_start = number(f[3]);
+          g.outcome = f[5];
+          ++r_.releases[std::string(f[5])];
+          break;
+      }
+    }
+    r_.grants = grants_.size();
+  }
+
+  void load_nemesis_log() {
+    texts_.push_back(read_file(in_.nemesis_log));
+    for_each_line(texts_.back(), [&](const std::vector<std::string_view>& f) {
+      if (f[0] != "F" || f.size() < 4) return;
+      const std::string kind(f[1]);
+      if (f.size() > 4 && f[4] == "failed") {
+        ++r_.faults_failed[kind];
+        return;
+      }
+      ++r_.faults[kind];
+      faults_.push_back({kind, number(f[3])});
+      if (kind == "kill" && f.size() > 4) kills_.push_back({number(f[4]), number(f[3])});
+    });
+  }
+
+  void overlaps(const std::vector<std::size_t>& members) {
+    std::vector<std::size_t> by_start = members;
+    std::sort(by_start.begin(), by_start.end(),
+              [&](auto x, auto y) { return grants_[x].t_grant < grants_[y].t_grant; });
+    std::multiset<std::pair<std::int64_t, std::size_t>> active;  // (end, grant)
+    std::set<std::size_t> involved;
+    for (const auto i : by_start) {
+      const auto start = grants_[i].t_grant;
+      while (!active.empty() && active.begin()->first <= start)
+        active.erase(active.begin());
+      r_.overlap_pairs += active.size();
+      if (!active.empty()) {
+        involved.insert(i);
+        for (const auto& a : active)
+          involved.insert(a.second);
+      }
+      active.insert({grants_[i].end(), i});
+    }
+    r_.overlap_grants += involved.size();
+  }
+
+  void judge(const grant_rec& a, const name_index& idx) {
+    const auto from = idx.later_than(a.t_grant);
+    for (const auto& op : a.ops) {
+      if (op.kind != 'w' || !op.accepted || idx.min_seq_from[from] >= op.seq) continue;
+      ++r_.stale_writes_accepted;
+      if (r_.stale_write_examples.size() < 5) {
+        r_.stale_write_examples.push_back(describe(a) + ": write seq " + std::to_string(op.seq) +
+                                          " accepted, but a later grant's op had seq " +
+                                          std::to_string(idx.min_seq_from[from]));
+      }
+    }
+    if (!a.released_at_all()) return;  // killed, or cut off by the end of the run
+    const bool lost = idx.min_grant_from[from] < a.rel_start || a.outcome == "not_held";
+    if (!lost) return;
+    ++r_.lost_in_fact;
+    if (a.t_lost < a.rel_start) {
+      ++r_.signalled_on_lost;
+    } else if (a.valid == false) {
+      ++r_.signalled_valid;
+    } else if (a.outcome != "released") {
+      ++r_.signalled_release;
+    } else {
+      ++r_.not_signalled;
+      if (r_.unsignalled_examples.size() < 5) {
+        r_.unsignalled_examples.push_back(
+            describe(a) + ": a later grant came " + ms_text(idx.min_grant_from[from] - a.t_grant) +
+            " after it, its release started " + ms_text(a.rel_start - a.t_grant) +
+            " after it and said 'released'");
+      }
+    }
+  }
+
+  void unavailability(
+      const std::unordered_map<std::string_view, std::vector<std::size_t>>& by_name) {
+    // The grant each worker was last inside of: a worker holds one grant at a time.
+    std::unordered_map<std::int64_t, std::size_t> last_of;
+    for (std::size_t i = 0; i < grants_.size(); ++i) {
+      const auto it = last_of.find(grants_[i].worker);
+      if (it == last_of.end() || grants_[it->second].gid < grants_[i].gid) {
+        last_of[grants_[i].worker] = i;
+      }
+    }
+    for (const auto& [worker, t_kill] : kills_) {
+      const auto it = last_of.find(worker);
+      if (it == last_of.end()) continue;
+      const auto& held = grants_[it->second];
+      if (held.released_at_all() || held.t_grant > t_kill) continue;
+      // After its V line a worker writes and releases: its release may have reached the server
+      // before the kill, so the lock was not necessarily held when it died.
+      if (held.valid.has_value()) continue;
+      ++r_.holder_kills;
+      std::int64_t next = in_.t_end;
+      for (const auto i : by_name.at(held.name)) {
+        if (grants_[i].t_grant > t_kill) next = std::min(next, grants_[i].t_grant);
+      }
+      r_.max_unavailable_after_kill_ms =
+          std::max(r_.max_unavailable_after_kill_ms, static_cast<double>(next - t_kill) / 1e6);
+    }
+  }
+
+  void liveness() {
+    std::vector<std::int64_t> times = {in_.t_start, in_.t_end};
+    for (const auto& g : grants_)
+      times.push_back(g.t_grant);
+    std::sort(times.begin(), times.end());
+    for (std::size_t i = 1; i < times.size(); ++i) {
+      const double gap = static_cast<double>(times[i] - times[i - 1]) / 1e6;
+      r_.max_no_grant_ms = std::max(r_.max_no_grant_ms, gap);
+      if (gap > 1000) r_.no_grant_over_1s_ms += gap;
+    }
+    for (const auto& [kind, t_end] : faults_) {
+      const auto next = std::upper_bound(times.begin(), times.end(), t_end);
+      const auto until = next == times.end() ? in_.t_end : *next;
+      auto& worst = r_.max_recovery_ms[kind];
+      worst = std::max(worst, static_cast<double>(std::max<std::int64_t>(0, until - t_end)) / 1e6);
+    }
+  }
+
+  std::string ms_text(std::int64_t ns) const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+    return buf;
+  }
+
+  std::string describe(const grant_rec& g) const {
+    return std::string(g.name) + " grant w" + std::to_string(g.worker) + "/" +
+           std::to_string(g.gid) + " (fence " + std::string(g.fence) + ", granted at +" +
+           ms_text(g.t_grant - in_.t_start) + ")";
+  }
+
+  const check_input& in_;
+  check_report r_;
+  std::deque<std::string> texts_;  // the logs' text: the records below point into it
+  std::vector<grant_rec> grants_;
+  std::unordered_map<std::uint64_t, std::size_t> index_;
+  std::vector<std::vector<std::string_view>> later_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> kills_;  // (worker, t_kill)
+  std::vector<std::pair<std::string, std::int64_t>> faults_;  // (kind, t_end)
+};
+
+}  // namespace
+
+check_report check(const check_input& in) {
+  return checker(in).run();
+}
+
+}  // namespace dlock::torture

@@ -1,0 +1,89 @@
+// The torture run's checker: reads every worker log and the nemesis log (event_log.hpp) after the
+// run and works out whether a safety promise broke. Definitions (same name, times are the
+// workers' CLOCK_MONOTONIC readings):
+//
+//   Grant B is later than grant A if B's t_call > A's t_grant: B's acquisition began after A was
+//   granted, so the server granted B after A.
+//
+//   A write W of grant A is a stale write accepted if W was accepted and some grant B later than
+//   A has a resource op (accepted or rejected) with opseq < W's opseq: a newer holder had touched
+//   the resource before W landed, so correct fencing would have rejected W.
+//
+//   A grant A was lost in fact if some grant B later than A got its GRANT before A's release
+//   started, or A's release reported that A no longer held the lock.
+//
+//   A loss is signalled if on_lost ran before A's release started, or A's valid() check returned
+//   false, or A's release did not report a clean release; not signalled otherwise (the library
+//   let the holder believe all was well).
+//
+//   Critical sections overlap when two grants of a name have intersecting [t_grant, release
+//   start] (a holder that never released, killed or cut off by the end of the run, ends at its
+//   last logged event).
+//
+//   Unavailability after a holder died: a worker SIGKILLed inside a grant (granted, and not yet
+//   at its valid() check, after which it writes and releases) → the next GRANT of that name by
+//   anyone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dlock::torture {
+
+struct check_input {
+  std::vector<std::string> worker_logs{};
+  std::string nemesis_log{};
+  std::int64_t t_start = 0;  ///< the run's workload window, CLOCK_MONOTONIC ns
+  std::int64_t t_end = 0;
+};
+
+struct check_report {
+  double seconds = 0;
+  std::uint64_t malformed_lines = 0;  ///< log lines the checker could not read (must be 0)
+  std::uint64_t workers_started = 0;
+  std::uint64_t grants = 0;
+  std::uint64_t not_acquired = 0;                 ///< waits that ended without the lock
+  std::map<std::string, std::uint64_t> releases;  ///< by outcome
+  std::map<std::string, std::uint64_t> errors;    ///< "where code" → count
+  std::map<std::string, std::uint64_t> faults;    ///< by kind, done
+  std::map<std::string, std::uint64_t> faults_failed;
+
+  std::uint64_t overlap_pairs = 0;
+  std::uint64_t overlap_grants = 0;
+
+  std::uint64_t ops = 0;
+  std::uint64_t reads_rejected = 0;
+  std::uint64_t writes_rejected = 0;  ///< stale writes rejected by the fence
+  std::uint64_t writes_accepted = 0;
+  std::uint64_t stale_writes_accepted = 0;  ///< must be 0
+  std::uint64_t lost_updates =
+      0;  ///< accepted writes that replaced a value their grant had not read
+
+  std::uint64_t on_lost_calls = 0;
+  std::uint64_t valid_false = 0;
+  std::uint64_t lost_in_fact = 0;
+  std::uint64_t signalled_on_lost = 0;  ///< on_lost before the release started
+  std::uint64_t signalled_valid = 0;    ///< else valid() false at the check
+  std::uint64_t signalled_release = 0;  ///< else only the release's outcome
+  std::uint64_t not_signalled = 0;      ///< must be 0
+
+  std::uint64_t holder_kills = 0;
+  double max_unavailable_after_kill_ms = 0;
+  double max_no_grant_ms = 0;      ///< the longest stretch of the run in which nobody got any lock
+  double no_grant_over_1s_ms = 0;  ///< all stretches of more than 1 s without a grant, summed
+  /// By fault kind: the longest time from a fault's end to the next grant of any lock.
+  std::map<std::string, double> max_recovery_ms;
+
+  /// client_stats summed over the workers that exited cleanly at the end.
+  std::uint64_t stats_workers = 0, stats_born_dead = 0, stats_leases_lost = 0,
+                stats_release_failures = 0;
+
+  std::vector<std::string> stale_write_examples;
+  std::vector<std::string> unsignalled_examples;
+};
+
+check_report check(const check_input& in);
+
+}  // namespace dlock::torture

@@ -1,0 +1,162 @@
+// The checker on hand-written logs: it must find what the definitions in checker.hpp say, so that
+// a torture run that reports zeros means the library held, not that the checker looked away.
+#include "checker.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace dlock::torture {
+namespace {
+
+// Times in the logs are nanoseconds; these tests think in milliseconds.
+std::string ms(std::int64_t v) {
+  return std::to_string(v * 1'000'000);
+}
+
+class Checker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dlock-checker-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  /// Appends lines to worker `w`'s log.
+  void worker(int w, const std::vector<std::string>& lines) {
+    const auto path = dir_ + "/w" + std::to_string(w) + ".log";
+    if (std::find(logs_.begin(), logs_.end(), path) == logs_.end()) logs_.push_back(path);
+    std::ofstream out(path, std::ios::app);
+    for (const auto& l : lines)
+      out << l << "\n";
+  }
+  void nemesis(const std::vector<std::string>& lines) {
+    std::ofstream out(dir_ + "/nemesis.log", std::ios::app);
+    for (const auto& l : lines)
+      out << l << "\n";
+  }
+
+  /// One whole grant: G, read, V, write, R. `seq` numbers the read; the write is seq + 1.
+  static std::vector<std::string> grant(int w, int gid, int fence, std::int64_t t_call,
+                                        std::int64_t t_grant, int seq, std::int64_t t_release,
+                                        const std::string& outcome = "released",
+                                        bool write_accepted = true, bool valid = true) {
+    const auto W = std::to_string(w), G = std::to_string(gid), F = std::to_string(fence);
+    return {"G " + W + " " + G + " lock " + F + " " + ms(t_call) + " " + ms(t_grant),
+            "O " + W + " " + G + " lock " + F + " r " + std::to_string(seq) + " 1 7 " + F + " " +
+                ms(t_grant) + " " + ms(t_grant),
+            "V " + W + " " + G + " " + ms(t_release) + (valid ? " 1" : " 0"),
+            "O " + W + " " + G + " lock " + F + " w " + std::to_string(seq + 1) +
+                (write_accepted ? " 1 7 7 " : " 0 7 - ") + ms(t_release) + " " + ms(t_release),
+            "R " + W + " " + G + " " + ms(t_release) + " " + ms(t_release + 1) + " " + outcome};
+  }
+
+  check_report run(std::int64_t end_ms = 10'000) {
+    nemesis({});
+    return check({.worker_logs = logs_,
+                  .nemesis_log = dir_ + "/nemesis.log",
+                  .t_start = 0,
+                  .t_end = end_ms * 1'000'000});
+  }
+
+  std::string dir_;
+  std::vector<std::string> logs_;
+};
+
+TEST_F(Checker, CleanHandOffsBreakNothing) {
+  worker(1, grant(1, 1, 10, 0, 10, 1, 20));
+  worker(2, grant(2, 1, 11, 15, 21, 3, 30));
+  const auto r = run();
+  EXPECT_EQ(r.grants, 2u);
+  EXPECT_EQ(r.stale_writes_accepted, 0u);
+  EXPECT_EQ(r.lost_in_fact, 0u);
+  EXPECT_EQ(r.overlap_pairs, 0u);
+  EXPECT_EQ(r.lost_updates, 0u);
+}
+
+// Tokens that went backwards (a counter restarted at 1): the later grant's op came first, yet
+// the older grant's write was accepted after it.
+TEST_F(Checker, FindsAStaleWriteAcceptedAndTheUnsignalledLossBehindIt) {
+  auto a = grant(1, 1, 500, 0, 10, 1, 100);
+  a[3] = "O 1 1 lock 500 w 5 1 7 8 " + ms(100) + " " + ms(100);  // lands after seq 3 and 4
+  worker(1, a);
+  worker(2, grant(2, 1, 1, 50, 60, 3, 70));  // later than grant 1: called at 50 > 10
+  const auto r = run();
+  EXPECT_EQ(r.stale_writes_accepted, 1u);
+  EXPECT_EQ(r.lost_updates, 1u);  // it replaced 8, not the 7 it read
+  EXPECT_EQ(r.lost_in_fact, 1u);  // grant 2 was granted at 60, before grant 1 released at 100
+  EXPECT_EQ(r.not_signalled, 1u);
+  EXPECT_EQ(r.overlap_pairs, 1u);
+  EXPECT_EQ(r.overlap_grants, 2u);
+  EXPECT_EQ(r.unsignalled_examples.size(), 1u);
+}
+
+TEST_F(Checker, AWriteRejectedByTheFenceIsNotStale) {
+  worker(1, grant(1, 1, 10, 0, 10, 1, 100, "not_held", /*write_accepted=*/false));
+  worker(2, grant(2, 1, 11, 50, 60, 2, 70));
+  const auto r = run();
+  EXPECT_EQ(r.stale_writes_accepted, 0u);
+  EXPECT_EQ(r.writes_rejected, 1u);
+  EXPECT_EQ(r.lost_in_fact, 1u);
+  EXPECT_EQ(r.signalled_release, 1u);
+  EXPECT_EQ(r.not_signalled, 0u);
+}
+
+TEST_F(Checker, SignalsAreCountedByTheirFirstKind) {
+  // on_lost before the release.
+  auto a = grant(1, 1, 10, 0, 10, 1, 100);
+  a.insert(a.begin() + 1, "L 1 1 " + ms(40) + " expired");
+  worker(1, a);
+  worker(2, grant(2, 1, 11, 50, 60, 3, 70));
+  // valid() false at the check.
+  worker(3, grant(3, 1, 20, 200, 210, 10, 300, "released", true, /*valid=*/false));
+  worker(4, grant(4, 1, 21, 250, 260, 12, 270));
+  // on_lost only after the release started does not count as a signal before it.
+  auto c = grant(5, 1, 30, 400, 410, 20, 500, "unconfirmed");
+  c.push_back("L 5 1 " + ms(600) + " expired");
+  worker(5, c);
+  worker(6, grant(6, 1, 31, 450, 460, 22, 470));
+  const auto r = run();
+  EXPECT_EQ(r.lost_in_fact, 3u);
+  EXPECT_EQ(r.signalled_on_lost, 1u);
+  EXPECT_EQ(r.signalled_valid, 1u);
+  EXPECT_EQ(r.signalled_release, 1u);
+  EXPECT_EQ(r.not_signalled, 0u);
+  EXPECT_EQ(r.on_lost_calls, 2u);
+}
+
+TEST_F(Checker, AGrantWhoseAcquisitionBeganBeforeIsNotLater) {
+  // Grant 2 was called before grant 1 was granted: the server may have granted it first, so
+  // its early op proves nothing against grant 1.
+  worker(1, grant(1, 1, 10, 0, 10, 5, 20));
+  worker(2, grant(2, 1, 11, 5, 30, 1, 40));
+  const auto r = run();
+  EXPECT_EQ(r.stale_writes_accepted, 0u);
+  EXPECT_EQ(r.lost_in_fact, 0u);
+}
+
+TEST_F(Checker, MeasuresHowLongAKilledHoldersLockStaysUnavailable) {
+  worker(1, {"G 1 1 lock 10 " + ms(0) + " " + ms(10),
+             "O 1 1 lock 10 r 1 1 7 10 " + ms(10) + " " + ms(11)});
+  nemesis({"F kill " + ms(100) + " " + ms(101) + " 1 holder=1",
+           "F proxy-reset " + ms(200) + " " + ms(200)});
+  worker(2, grant(2, 1, 11, 50, 1201, 2, 1300));
+  const auto r = run();
+  EXPECT_EQ(r.holder_kills, 1u);
+  EXPECT_NEAR(r.max_unavailable_after_kill_ms, 1100, 1);
+  EXPECT_EQ(r.faults.at("kill"), 1u);
+  EXPECT_EQ(r.faults.at("proxy-reset"), 1u);
+  EXPECT_EQ(r.lost_in_fact, 0u) << "a killed holder never released: not a loss it could miss";
+}
+
+TEST_F(Checker, CountsLinesItCannotRead) {
+  worker(1, grant(1, 1, 10, 0, 10, 1, 20));
+  worker(1, {"O 1 1 lock 10 w 3 0 7", "V 9 9 " + ms(5) + " 1", "X what"});
+  EXPECT_EQ(run().malformed_lines, 3u);
+}
+
+}  // namespace
+}  // namespace dlock::torture

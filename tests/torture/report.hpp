@@ -1,0 +1,36 @@
+// The torture run's report, as text or JSON, and its verdict.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+#include "fault_proxy.hpp"
+#include "nemesis.hpp"
+
+namespace dlock::torture {
+
+/// How the run was set up, for the report's header.
+struct run_info {
+  std::uint64_t seed = 0;
+  int workers = 0;
+  int names = 0;
+  std::vector<fault_kind> faults{};
+  std::uint64_t min_grants = 0;
+  std::string dir{};
+  int unexpected_worker_exits = 0;
+  proxy_counters proxy{};
+};
+
+/// Why the run failed; empty if it passed. A run fails if a stale write was accepted, a lost
+/// lease went unsignalled, it made fewer than `min_grants` grants, an enabled fault kind never
+/// happened, or the checker could not read every log line.
+std::vector<std::string> verdict(const check_report& r, const run_info& info);
+
+std::string text_report(const check_report& r, const run_info& info,
+                        const std::vector<std::string>& failures);
+std::string json_report(const check_report& r, const run_info& info,
+                        const std::vector<std::string>& failures);
+
+}  // namespace dlock::torture

@@ -1,0 +1,251 @@
+// dlock_torture_worker: one worker process of the torture harness (torture_main.cpp starts,
+// kills, pauses and respawns them). It takes locks on the lock server through the fault proxy
+// and, under each lock, does a fenced read-modify-write on the resource server, logging every
+// event to its own file (event_log.hpp describes the lines). It runs until SIGTERM (then it
+// finishes the iteration, logs its client's stats and exits 0) or SIGKILL.
+//
+//   dlock_torture_worker --id N --lock-port P --resource-port P --names N --log PATH
+//                        [--seed N] [--lease-ms N] [--recheck-ms N] [--command-timeout-ms N]
+//                        [--connect-timeout-ms N] [--wait-ms N] [--long-work-ppm N]
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "dlock_lua_scripts.hpp"  // tests/torture/scripts, embedded at build time
+#include "event_log.hpp"
+
+namespace dlock::torture {
+namespace {
+
+using namespace std::chrono_literals;
+using std::to_string;
+
+volatile sig_atomic_t stop_requested = 0;
+
+void on_sigterm(int) {
+  stop_requested = 1;
+}
+
+struct settings {
+  std::string id;
+  std::uint16_t lock_port = 0;
+  std::uint16_t resource_port = 0;
+  int names = 4;
+  std::string log;
+  std::uint64_t seed = 1;
+  std::chrono::milliseconds lease{1000}, recheck{200}, command_timeout{300}, connect_timeout{300},
+      wait{2000};
+  int long_work_ppm = 100;
+};
+
+settings parse(int argc, char** argv) {
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i + 1 < argc; i += 2)
+    kv[argv[i]] = argv[i + 1];
+  auto number = [&](const char* key, long fallback) {
+    const auto it = kv.find(key);
+    return it == kv.end() ? fallback : std::stol(it->second);
+  };
+  settings s;
+  s.id = kv.count("--id") ? kv["--id"] : "0";
+  s.lock_port = static_cast<std::uint16_t>(number("--lock-port", 0));
+  s.resource_port = static_cast<std::uint16_t>(number("--resource-port", 0));
+  s.names = static_cast<int>(number("--names", 4));
+  s.log = kv["--log"];
+  s.seed = static_cast<std::uint64_t>(number("--seed", 1));
+  s.lease = std::chrono::milliseconds(number("--lease-ms", 1000));
+  s.recheck = std::chrono::milliseconds(number("--recheck-ms", 200));
+  s.command_timeout = std::chrono::milliseconds(number("--command-timeout-ms", 300));
+  s.connect_timeout = std::chrono::milliseconds(number("--connect-timeout-ms", 300));
+  s.wait = std::chrono::milliseconds(number("--wait-ms", 2000));
+  s.long_work_ppm = static_cast<int>(number("--long-work-ppm", 100));
+  if (s.lock_port == 0 || s.resource_port == 0 || s.log.empty() || s.names < 1) {
+    throw std::invalid_argument(
+        "usage: dlock_torture_worker --id N --lock-port P "
+        "--resource-port P --names N --log PATH [...]");
+  }
+  return s;
+}
+
+std::string code_name(const std::system_error& e) {
+  if (e.code().category() == dlock::error_category()) return "dlock:" + to_string(e.code().value());
+  return e.code().category().name() + std::string(":") + to_string(e.code().value());
+}
+
+const char* outcome_name(release_outcome o) {
+  switch (o) {
+    case release_outcome::released:
+      return "released";
+    case release_outcome::not_held:
+      return "not_held";
+    case release_outcome::unconfirmed:
+      return "unconfirmed";
+  }
+  return "?";
+}
+
+struct op_result {
+  std::int64_t seq = 0;
+  bool accepted = false;
+  std::string a, b;
+};
+
+class worker {
+ public:
+  explicit worker(settings s) : s_(std::move(s)), log_(s_.log), rng_(s_.seed) {
+    for (int i = 0; i < s_.names; ++i)
+      names_.push_back("torture-" + to_string(i));
+  }
+
+  int run() {
+    log_.write({"S", s_.id, to_string(::getpid()), to_string(now_ns())});
+    connection_options direct;
+    direct.port = s_.resource_port;
+    direct.client_name = "torture-worker-" + s_.id;
+    redis_client resource(direct);
+    if (!connect()) return 0;
+    while (!stop_requested)
+      iteration(resource);
+    const auto st = client_->stats();
+    log_.write({"T", s_.id, to_string(now_ns()), to_string(st.grants), to_string(st.attempts),
+                to_string(st.grants_born_dead), to_string(st.leases_lost),
+                to_string(st.release_failures)});
+    return 0;
+  }
+
+ private:
+  // The lock server may be restarting or behind a refusing proxy when a worker starts.
+  bool connect() {
+    client_options o;
+    o.connection.port = s_.lock_port;
+    o.connection.client_name = "torture-worker-" + s_.id;
+    o.connection.command_timeout = s_.command_timeout;
+    o.connection.connect_timeout = s_.connect_timeout;
+    o.connection.reconnect_max = 250ms;
+    o.watchdog_lease = s_.lease;
+    o.max_recheck = s_.recheck;
+    while (!stop_requested) {
+      try {
+        client_.emplace(o);
+        return true;
+      } catch (const dlock::error& e) {
+        log_.write({"E", s_.id, "0", to_string(now_ns()), "connect", code_name(e)});
+        std::this_thread::sleep_for(50ms);  // the workload's own pace, not a test's wait
+      }
+    }
+    return false;
+  }
+
+  void iteration(redis_client& resource) {
+    const auto i = std::uniform_int_distribution<int>(0, s_.names - 1)(rng_);
+    const auto& name = names_[static_cast<std::size_t>(i)];
+    const auto gid = to_string(++next_grant_);
+    const auto t_call = now_ns();
+    lease l;
+    try {
+      // Runs on the client's I/O thread: one write(2), nothing that blocks.
+      lease_options o{.on_lost = [this, gid](lease_lost_reason why) {
+        log_.write({"L", s_.id, gid, to_string(now_ns()),
+                    why == lease_lost_reason::expired ? "expired" : "not_held"});
+      }};
+      l = i % 2 == 0 ? client_->reentrant(name).try_acquire_for(s_.wait, o)
+                     : client_->simple(name).try_acquire_for(s_.wait, o);
+    } catch (const std::system_error& e) {
+      log_.write({"E", s_.id, "0", to_string(now_ns()), "acquire", code_name(e)});
+      return;
+    }
+    const auto t_grant = to_string(now_ns());
+    if (!l) {
+      log_.write({"N", s_.id, name, to_string(t_call), t_grant});
+      return;
+    }
+    const auto fence = to_string(l.fence());
+    log_.write({"G", s_.id, gid, name, fence, to_string(t_call), t_grant});
+    const std::string key = "torture:resource:{" + name + "}";
+    const auto read = op(resource, gid, name, fence, 'r', key, {});
+    const bool go_on = read && read->accepted;  // a rejected read means a newer holder exists
+    if (go_on) work();
+    log_.write({"V", s_.id, gid, to_string(now_ns()), l.valid() ? "1" : "0"});
+    if (go_on) op(resource, gid, name, fence, 'w', key, read->a);
+    release_and_log(l, gid);
+  }
+
+  // Sleeps: the critical section's work. Mostly 0–2 ms; rarely 0.1–1.5 s, across watchdog
+  // renewals, so that valid() and the faults have a long holder to bite on. Rarely, because
+  // every other worker soon queues on the name a long holder keeps.
+  void work() {
+    if (std::uniform_int_distribution<int>(0, 999'999)(rng_) < s_.long_work_ppm) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 1500)(rng_)));
+    } else {
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng_)));
+    }
+  }
+
+  std::optional<op_result> op(redis_client& resource, const std::string& gid,
+                              const std::string& name, const std::string& fence, char kind,
+                              const std::string& key, const std::string& read_value) {
+    const auto t_send = now_ns();
+    op_result r;
+    try {
+      const auto& s = kind == 'r' ? read_script_ : write_script_;
+      const std::string_view keys[] = {key};
+      const std::string_view args[] = {fence, read_value};
+      const auto reply = resource.eval(s, keys, std::span(args, kind == 'r' ? 1 : 2));
+      r.seq = reply.at(0).integer();
+      r.accepted = reply.at(1).integer() == 1;
+      r.a = reply.at(2).str();
+      r.b = reply.at(3).str();
+    } catch (const std::system_error& e) {
+      log_.write(
+          {"E", s_.id, gid, to_string(now_ns()), kind == 'r' ? "read" : "write", code_name(e)});
+      return std::nullopt;
+    }
+    log_.write({"O", s_.id, gid, name, fence, std::string_view(&kind, 1), to_string(r.seq),
+                r.accepted ? "1" : "0", kind == 'r' ? r.a : read_value, kind == 'r' ? r.b : r.a,
+                to_string(t_send), to_string(now_ns())});
+    return r;
+  }
+
+  // The one place a grant ends. release_checked() says whether the lock was still ours when the
+  // release reached the server, which the checker needs to tell a lost grant from a clean one.
+  void release_and_log(lease& l, const std::string& gid) {
+    const auto t_start = now_ns();
+    const auto outcome = l.release_checked();
+    log_.write({"R", s_.id, gid, to_string(t_start), to_string(now_ns()), outcome_name(outcome)});
+  }
+
+  settings s_;
+  event_writer log_;  // before client_: on_lost may write until the client is gone
+  std::optional<client> client_;
+  std::mt19937_64 rng_;
+  std::vector<std::string> names_;
+  std::uint64_t next_grant_ = 0;
+  const script read_script_{std::string(lua::torture_read)};
+  const script write_script_{std::string(lua::torture_write)};
+};
+
+}  // namespace
+}  // namespace dlock::torture
+
+int main(int argc, char** argv) {
+  struct sigaction sa {};
+  sa.sa_handler = dlock::torture::on_sigterm;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  try {
+    return dlock::torture::worker(dlock::torture::parse(argc, argv)).run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_torture_worker: %s\n", e.what());
+    return 2;
+  }
+}
