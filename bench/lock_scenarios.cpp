@@ -379,7 +379,8 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
                  prefix + "__rand_int__",
                  keys_of_lock("dlock-bench:rb").unlock_channel,
                  std::string(rb_token),
-                 "0"};
+                 "0",
+                 "publish"};
   out.release_rps = run_redis_benchmark(run);
   std::int64_t left = 0;
   for_chunks(keys, [&](std::int64_t from, std::int64_t to) {

@@ -15,13 +15,14 @@ namespace dlock::cli {
 /// Exit codes (sysexits.h where one fits). Documented in `dlock --help` and docs/cli.md.
 enum exit_code : int {
   exit_ok = 0,
-  exit_usage = 64,         // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
-  exit_not_a_lock = 65,    // EX_DATAERR: the name holds something that is not a lock
-  exit_unavailable = 69,   // EX_UNAVAILABLE: the server cannot be reached, or is a replica
-  exit_software = 70,      // EX_SOFTWARE: an unexpected failure
-  exit_not_acquired = 75,  // EX_TEMPFAIL: the lock was not acquired within --wait
-  exit_lease_lost = 76,    // the lock was lost while the command ran
-  exit_auth = 77,          // EX_NOPERM: credentials refused, or the ACL forbids a command
+  exit_usage = 64,        // EX_USAGE: unknown flag, bad duration, bad URL, missing "--"
+  exit_not_a_lock = 65,   // EX_DATAERR: the name holds something that is not a lock
+  exit_unavailable = 69,  // EX_UNAVAILABLE: the server cannot be reached, or is a replica
+  exit_software = 70,     // EX_SOFTWARE: an unexpected failure
+  exit_not_acquired =
+      75,                // EX_TEMPFAIL: not acquired within --wait (or not replicated: --replicas)
+  exit_lease_lost = 76,  // the lock was lost while the command ran
+  exit_auth = 77,        // EX_NOPERM: credentials refused, or the ACL forbids a command
   exit_cannot_execute = 126,
   exit_command_not_found = 127,
 };
@@ -38,9 +39,21 @@ int exit_code_for(const dlock::error& e);
 /// without the generic text of its code that std::system_error appends.
 std::string message_of(const dlock::error& e);
 
-/// The server URL: the last --url, else $DLOCK_URL, else redis://127.0.0.1:6379. Several --url
+/// Where Redis is, from the global flags.
+struct target_flags {
+  std::vector<std::string> urls;
+  bool cluster = false;         // --cluster: the URLs are seeds of one cluster
+  std::string sentinel_master;  // --sentinel MASTER: the URLs are sentinels
+};
+
+/// The server URL: the --url, else $DLOCK_URL, else redis://127.0.0.1:6379. Several --url
 /// (RedLock) are reserved for a later version and rejected as a usage error.
 std::string resolve_url(const std::vector<std::string>& urls);
+/// The client options the flags describe: a server (resolve_url, or a redis-sentinel:// URL),
+/// a cluster from its seeds, or a Sentinel master from its sentinels (the master's own
+/// credentials from $DLOCK_MASTER_USER and $DLOCK_MASTER_PASSWORD: a password has no place on
+/// a command line others can read). Throws `failure(exit_usage)` for a bad combination.
+dlock::client_options resolve_target(const target_flags& flags);
 
 /// Parses a duration flag; throws `failure(exit_usage)` naming the flag.
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
@@ -49,7 +62,8 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
 dlock::client connect(const dlock::client_options& options);
 
 struct run_args {
-  std::string url;
+  dlock::client_options target;
+  int replicas = 0;  // --replicas
   std::string name;
   std::vector<std::string> command;
   std::optional<std::chrono::milliseconds> wait;  // unset: wait forever
@@ -60,10 +74,12 @@ struct run_args {
 };
 
 int run(const run_args& args);
-int status(const std::string& url, const std::string& name, bool json);
-int list(const std::string& url, const std::string& pattern, bool json);
+int status(const dlock::client_options& target, const std::string& name, bool json);
+/// Lists the locks on every master (all of a cluster's).
+int list(const dlock::client_options& target, const std::string& pattern, bool json);
 /// `kind`: "" or the kind the operator confirms for a lock left without an expiry.
-int force_unlock(const std::string& url, const std::string& name, const std::string& kind);
+int force_unlock(const dlock::client_options& target, const std::string& name,
+                 const std::string& kind);
 int demo(const std::string& self);
 /// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
 int demo_holder(const std::string& url, const std::string& name, const std::string& resource);

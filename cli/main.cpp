@@ -19,6 +19,7 @@ int exit_code_for(const dlock::error& e) {
   const auto ec = e.code();
   if (ec == errc::invalid_url || ec == errc::invalid_argument) return exit_usage;
   if (ec == errc::wrong_type) return exit_not_a_lock;
+  if (ec == errc::not_replicated) return exit_not_acquired;  // granted, but not replicated: undone
   if (ec == errc::auth_failed || ec == errc::permission_denied) return exit_auth;
   if (ec == errc::connect_failed || ec == errc::tls_failed || ec == errc::timeout ||
       ec == errc::connection_lost || ec == errc::server_busy || ec == errc::read_only) {
@@ -44,6 +45,39 @@ std::string resolve_url(const std::vector<std::string>& urls) {
   if (!urls.empty()) return urls.front();
   if (const char* env = std::getenv("DLOCK_URL"); env && *env) return env;
   return "redis://127.0.0.1:6379";
+}
+
+dlock::client_options resolve_target(const target_flags& flags) {
+  try {
+    if (flags.cluster && !flags.sentinel_master.empty()) {
+      throw failure(exit_usage, "--cluster and --sentinel exclude each other");
+    }
+    if (flags.cluster) {
+      std::vector<std::string> seeds = flags.urls;
+      if (seeds.empty()) seeds.push_back(resolve_url({}));
+      return client_options::cluster(seeds);
+    }
+    if (!flags.sentinel_master.empty()) {
+      if (flags.urls.empty()) {
+        throw failure(exit_usage, "--sentinel needs one --url per sentinel (redis://host:26379)");
+      }
+      client_options o;
+      o.sentinel.master_name = flags.sentinel_master;
+      for (const auto& url : flags.urls)
+        o.sentinel.sentinels.push_back(connection_options::from_url(url));
+      // The data nodes share the sentinels' TLS and timeouts, never their credentials.
+      o.connection = o.sentinel.sentinels.front();
+      o.connection.user.clear();
+      o.connection.password.clear();
+      o.connection.database = 0;
+      if (const char* u = std::getenv("DLOCK_MASTER_USER")) o.connection.user = u;
+      if (const char* p = std::getenv("DLOCK_MASTER_PASSWORD")) o.connection.password = p;
+      return o;
+    }
+    return client_options::from_url(resolve_url(flags.urls));
+  } catch (const dlock::error& e) {
+    throw failure(exit_code_for(e), message_of(e));
+  }
 }
 
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text) {
@@ -94,8 +128,8 @@ Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
 // Options that take a value as the next argument (unless given as --option=value).
 bool takes_value(std::string_view option) {
   static constexpr std::string_view with_value[] = {
-      "--url",     "--wait",     "--ttl",   "--grace", "--kind", "--lost-exit-code",
-      "--seconds", "--variants", "--loads", "--plot"};
+      "--url",     "--wait",     "--ttl",   "--grace", "--kind",     "--lost-exit-code",
+      "--seconds", "--variants", "--loads", "--plot",  "--sentinel", "--replicas"};
   return std::find(std::begin(with_value), std::end(with_value), option) != std::end(with_value);
 }
 
@@ -162,12 +196,20 @@ int main_impl(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlock ") + dlock::version);
   app.require_subcommand(1);
   app.fallthrough();
-  std::vector<std::string> urls;
+  target_flags target;
+  auto& urls = target.urls;
   // One value per --url: a vector option would otherwise swallow the arguments after it.
-  app.add_option("--url", urls, "Redis server URL (repeatable; several = RedLock, reserved)")
+  app.add_option("--url", urls,
+                 "Redis URL (repeatable: cluster seeds with --cluster, sentinels with "
+                 "--sentinel; several without either = RedLock, reserved)")
       ->type_name("URL")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--cluster", target.cluster, "The --url servers are seeds of one Redis Cluster");
+  app.add_option("--sentinel", target.sentinel_master,
+                 "Redis runs under Sentinel as MASTER; each --url is a sentinel (the master's "
+                 "credentials: $DLOCK_MASTER_USER, $DLOCK_MASTER_PASSWORD)")
+      ->type_name("MASTER");
 
   run_args run_opts;
   std::string wait_text, ttl_text = "30s", grace_text = "10s";
@@ -202,6 +244,11 @@ Examples:
                    "Exit with this instead of 76 when the lock was lost, so that a command's "
                    "own 76 can be told apart")
       ->check(CLI::Range(1, 255))
+      ->type_name("N");
+  run_cmd
+      ->add_option("--replicas", run_opts.replicas,
+                   "A grant counts only once N replicas acknowledged it (WAIT); otherwise it is "
+                   "undone and retried within --wait, then exit 75")
       ->type_name("N");
   run_cmd->add_option("name", run_opts.name, "Lock name")->required();
 
@@ -333,7 +380,9 @@ Examples:
                     "run: --kind must be reentrant or simple (fair, read and write "
                     "are reserved for a later version)");
     }
-    run_opts.url = resolve_url(urls);
+    run_opts.target = resolve_target(target);
+    if (run_opts.replicas < 0) throw failure(exit_usage, "run: --replicas must not be negative");
+    run_opts.target.min_replica_acks = run_opts.replicas;
     run_opts.command = split.command;
     if (!wait_text.empty()) run_opts.wait = duration_flag("--wait", wait_text);
     run_opts.ttl = duration_flag("--ttl", ttl_text);
@@ -344,9 +393,9 @@ Examples:
     return run(run_opts);
   }
   if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for dlock run");
-  if (*status_cmd) return status(resolve_url(urls), status_name, status_json);
-  if (*ls_cmd) return list(resolve_url(urls), pattern, ls_json);
-  if (*unlock_cmd) return force_unlock(resolve_url(urls), unlock_name, unlock_kind);
+  if (*status_cmd) return status(resolve_target(target), status_name, status_json);
+  if (*ls_cmd) return list(resolve_target(target), pattern, ls_json);
+  if (*unlock_cmd) return force_unlock(resolve_target(target), unlock_name, unlock_kind);
   if (*demo_cmd) return demo(self_path(argv[0]));
   if (*market_cmd) {
     // Only an explicit --url, and only with --flush: every run begins with FLUSHALL.

@@ -133,7 +133,7 @@ int run(const run_args& args) {
   // without one, an unreachable server is reported at once: more likely a wrong URL than a
   // restart, and a cron job must not hang on it forever.
   const auto connect_deadline = !args.wait || wait.count() <= 0 ? start : start + wait;
-  auto options = client_options::from_url(args.url);
+  auto options = args.target;
   options.watchdog_lease = args.ttl;
   const auto c = connect_until(options, connect_deadline, signals.get());
 

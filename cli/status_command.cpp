@@ -75,9 +75,9 @@ std::string holders_text(const lock_info& info) {
   return out;
 }
 
-dlock::client connect_to(const std::string& url) {
+dlock::client connect_to(const client_options& target) {
   try {
-    return connect(client_options::from_url(url));
+    return connect(target);
   } catch (const dlock::error& e) {
     throw failure(exit_code_for(e), message_of(e));
   }
@@ -110,8 +110,8 @@ std::vector<std::string> scan_lock_names(redis_client& redis) {
 
 }  // namespace
 
-int status(const std::string& url, const std::string& name, bool json) {
-  const auto c = connect_to(url);
+int status(const client_options& target, const std::string& name, bool json) {
+  const auto c = connect_to(target);
   const auto info = c.reentrant(name).info();
   if (json) {
     std::cout << to_json(name, info).dump() << "\n";
@@ -126,11 +126,17 @@ int status(const std::string& url, const std::string& name, bool json) {
   return exit_ok;
 }
 
-int list(const std::string& url, const std::string& pattern, bool json) {
-  const auto c = connect_to(url);
+int list(const client_options& target, const std::string& pattern, bool json) {
+  const auto c = connect_to(target);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::pair<std::string, lock_info>> rows;
-  for (const auto& name : scan_lock_names(c.redis())) {
+  std::vector<std::string> names;
+  for (auto* master : c.masters()) {
+    auto more = scan_lock_names(*master);
+    names.insert(names.end(), more.begin(), more.end());
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
     if (::fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
     rows.emplace_back(name, c.reentrant(name).info());
   }
@@ -154,8 +160,8 @@ int list(const std::string& url, const std::string& pattern, bool json) {
   return exit_ok;
 }
 
-int force_unlock(const std::string& url, const std::string& name, const std::string& kind) {
-  const auto c = connect_to(url);
+int force_unlock(const client_options& target, const std::string& name, const std::string& kind) {
+  const auto c = connect_to(target);
   lock_info removed;
   try {
     // The kind confirms what a lock left without an expiry is; without it only unambiguous locks

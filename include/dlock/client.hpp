@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/redis/connection_options.hpp"
 
@@ -21,9 +22,37 @@ namespace detail {
 class lock_core;
 }
 
+/// Where the master is when Redis runs under Sentinel.
+struct sentinel_options {
+  /// The name the sentinels monitor the master under (`sentinel monitor NAME ...`).
+  std::string master_name;
+  /// The sentinels, each with its own credentials and TLS settings (a sentinel's ACL is its
+  /// own, separate from the data nodes'). Asked in parallel; the first answer wins.
+  std::vector<connection_options> sentinels;
+};
+
 /// Settings of a client: where Redis is, and how leases and waiting behave.
+///
+/// The deployment is one of: a standalone server (`connection`), a Sentinel-managed master
+/// (`sentinel.master_name` set), or a Redis Cluster (`cluster_seeds` set). For Sentinel and
+/// Cluster, `connection` holds what every data node shares (credentials, database, TLS,
+/// timeouts); its host and port are not used.
 struct DLOCK_API client_options {
   connection_options connection;
+  /// Sentinel: the master's name and the sentinels. Empty master_name: not Sentinel.
+  sentinel_options sentinel;
+  /// Cluster: one or more nodes of the cluster to read the slot map from. Empty: not a cluster.
+  std::vector<connection_options> cluster_seeds;
+  /// A grant (and a watchdog renewal) counts only once this many replicas acknowledged it
+  /// (WAIT after the script, on the same connection). A grant fewer replicas acknowledge
+  /// within `replica_ack_timeout` is undone and retried while the caller's wait lasts, then
+  /// reported as errc::not_replicated; a renewal they do not acknowledge does not extend the
+  /// lease's validity. 0 (the default): the master's word is enough. docs/topologies.md says
+  /// what this guarantees under failover and where it ends.
+  int min_replica_acks = 0;
+  /// How long WAIT waits for `min_replica_acks` replicas. It holds up the connection that
+  /// long when replicas lag.
+  std::chrono::milliseconds replica_ack_timeout{1'000};
   /// Lease time of watchdog leases (acquisitions without a fixed lease time).
   std::chrono::milliseconds watchdog_lease{30'000};
   /// How often the watchdog renews; 0 means a third of `watchdog_lease`. Must be shorter than
@@ -42,8 +71,18 @@ struct DLOCK_API client_options {
   /// script cannot reach two cluster slots); all clients locking a name must agree on it.
   std::string fence_counter;
 
-  /// `connection_options::from_url(url)` with the other settings at their defaults.
+  /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://` and
+  /// `unix://` as connection_options::from_url parses them (a standalone server), or
+  /// `redis-sentinel://[[user:]password@]host1[:port1][,host2[:port2]...][/db][?query]#MASTER`
+  /// (Sentinel; ports default to 26379). In the Sentinel form the user and password are the
+  /// master's; the sentinels' own come from the query options `sentinel_user` and
+  /// `sentinel_password`, the other query options apply to both. Throws
+  /// `dlock::error(errc::invalid_url)` naming the part that is wrong (never the password).
   static client_options from_url(std::string_view url);
+  /// Options for a Redis Cluster reached through `seed_urls` (redis:// or rediss://, database
+  /// 0); the first seed's credentials, TLS and timeouts apply to every node. Throws as
+  /// from_url does, or errc::invalid_argument for an empty list.
+  static client_options cluster(const std::vector<std::string>& seed_urls);
 };
 
 /// What a client is doing, for monitoring and tests.
@@ -61,9 +100,18 @@ struct client_stats {
   /// Grants not handed out because their validity had run out before their reply arrived (a
   /// stalled server or network): each was undone and the wait went on.
   std::uint64_t grants_born_dead = 0;
+  /// Writes (grants, renewals) fewer replicas acknowledged than min_replica_acks asks.
+  std::uint64_t not_replicated = 0;
+  /// Cluster: MOVED and ASK redirects followed, and slot maps fetched.
+  std::uint64_t moved_redirects = 0;
+  std::uint64_t ask_redirects = 0;
+  std::uint64_t slot_map_refreshes = 0;
+  /// Sentinel: times the client moved to another master.
+  std::uint64_t master_switches = 0;
 };
 
-/// A client of one Redis server that hands out locks. Copies are cheap and share one
+/// A client of one Redis deployment (a server, a Sentinel-managed master, a cluster) that
+/// hands out locks. Copies are cheap and share one
 /// connection, one I/O thread, one watchdog and one pub/sub subscription per waited-on lock;
 /// everything closes when the last copy, lock and lease is gone (asynchronous acquisitions still
 /// waiting then complete with errc::client_closed). Do not let the last of them go inside a
@@ -90,8 +138,13 @@ class DLOCK_API client {
 
   /// This client's UUID, the prefix of its reentrant owner ids.
   const std::string& id() const noexcept;
-  /// The underlying Redis connection, for commands of your own.
+  /// The underlying Redis connection, for commands of your own: the server, the current
+  /// Sentinel master (it follows failovers), or on a cluster the master of slot 0.
   redis_client& redis() const noexcept;
+  /// Every master: the server, the Sentinel master, or each cluster master owning slots now
+  /// (for commands that must visit them all, such as SCAN). The clients stay valid as long as
+  /// this client.
+  std::vector<redis_client*> masters() const;
   client_stats stats() const noexcept;
   const client_options& options() const noexcept;
 

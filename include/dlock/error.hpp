@@ -48,6 +48,10 @@ enum class errc : int {
   permission_denied,
   /// The server is a read-only replica (READONLY): locks need the master.
   read_only,
+  /// A grant was made on the master but fewer replicas than `client_options::min_replica_acks`
+  /// acknowledged it within `replica_ack_timeout`, for as long as the caller's wait lasted. It
+  /// was undone, not handed out: a failover could have promoted a replica without it.
+  not_replicated,
 };
 
 /// The category of all `dlock::errc` codes; its name is "dlock".

@@ -40,6 +40,8 @@ class dlock_category final : public std::error_category {
         return "permission denied";
       case errc::read_only:
         return "the server is a read-only replica";
+      case errc::not_replicated:
+        return "too few replicas acknowledged the grant";
     }
     return "unknown dlock error";
   }

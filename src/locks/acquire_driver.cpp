@@ -85,6 +85,10 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
   } claim{activity_, *o};
   if (o->finished) return;
   const auto now = steady::now();
+  if (ec == errc::not_replicated) {
+    on_unreplicated_grant(o, r, now);
+    return;
+  }
   if (ec) {
     // Without a reply we cannot know whether the script ran: undo a grant it may have made.
     if (ec == errc::timeout || ec == errc::connection_lost) discard_uncertain_grant(*o);
@@ -116,6 +120,31 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
       on_busy(o, outcome.pttl, now);
       return;
   }
+}
+
+// The master granted it but too few replicas acknowledged in time: a failover now could promote a
+// replica that never saw the grant, and hand the lock to someone else. It is undone, not handed
+// out, and the wait goes on; if the wait ends this way, the caller hears errc::not_replicated.
+void lock_core::on_unreplicated_grant(const std::shared_ptr<op>& o, const reply& r,
+                                      steady::time_point now) {
+  const auto outcome = o->req.kind->decode_attempt(r);
+  using type = attempt_outcome::type;
+  if (outcome.what == type::granted || outcome.what == type::reentered) {
+    o->unreplicated = true;
+    const auto call = call_for(*o->req.names, o->req.owner, o->req.lease_time);
+    if (outcome.what == type::reentered) {
+      o->req.kind->release(call, [](std::error_code, reply) {});  // only the re-entry's count
+    } else {
+      o->req.kind->drop(call, [](std::error_code, reply) {});
+    }
+    run_step(o, o->machine.on_wake(now));
+    return;
+  }
+  if (outcome.what == type::busy) {
+    on_busy(o, outcome.pttl, now);  // nothing was written; the WAIT was moot
+    return;
+  }
+  fail(o, errc::unexpected_reply, r);
 }
 
 void lock_core::on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady::time_point now) {
@@ -200,6 +229,14 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   ++o->timer_epoch;
   o->timer.cancel();
   if (o->queued) leave_queue(o, static_cast<bool>(result.held));
+  if (!result.held && !result.error && o->unreplicated) {
+    result.error = errc::not_replicated;
+    result.message = "lock '" + o->req.names->name + "' was granted, but fewer than " +
+                     std::to_string(options_.min_replica_acks) +
+                     " replicas acknowledged it within " +
+                     std::to_string(options_.replica_ack_timeout.count()) +
+                     " ms, each time the wait allowed; it was undone";
+  }
   auto done = std::move(o->req.done);
   try {
     done(std::move(result));

@@ -29,7 +29,8 @@ struct lock_core::op {
   bool attempting = false;
   bool woken_during_attempt = false;
   bool finished = false;
-  reply last_error;  // the server's error reply behind the last failed attempt, if any
+  bool unreplicated = false;  // a grant was undone because too few replicas acknowledged it
+  reply last_error;           // the server's error reply behind the last failed attempt, if any
 };
 
 struct lock_core::runtime {

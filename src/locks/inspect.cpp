@@ -71,7 +71,8 @@ const script& force_unlock_script() {
 }  // namespace
 
 bool basic_lock::is_locked() const {
-  return handle_->core->topo().redis().command({"EXISTS", name()}).integer() == 1;
+  const std::string_view args[] = {"EXISTS", name()};
+  return handle_->core->command(name(), args).integer() == 1;
 }
 
 std::optional<lock_holder> basic_lock::holder() const {
@@ -88,20 +89,23 @@ std::optional<lock_holder> basic_lock::holder() const {
 }
 
 std::optional<std::chrono::milliseconds> basic_lock::remaining_ttl() const {
-  const auto ms = handle_->core->topo().redis().command({"PTTL", name()}).integer();
+  const std::string_view args[] = {"PTTL", name()};
+  const auto ms = handle_->core->command(name(), args).integer();
   if (ms == -2) return std::nullopt;
   if (ms == -1) return std::chrono::milliseconds::max();
   return std::chrono::milliseconds(ms);
 }
 
 std::uint64_t basic_lock::fence() const {
-  return parse_u64(handle_->core->topo().redis().command({"GET", handle_->names->fence_key}));
+  const std::string_view args[] = {"GET", handle_->names->fence_key};
+  return parse_u64(handle_->core->command(handle_->names->fence_key, args));
 }
 
 std::int64_t basic_lock::waiting_clients() const {
-  const auto r =
-      handle_->core->topo().redis().command({"PUBSUB", "NUMSUB", handle_->names->channel});
-  return r.at(1).integer();
+  auto& core = *handle_->core;
+  // Sharded channels on a cluster (PUBSUB SHARDNUMSUB), counted on the slot's node.
+  const std::string_view args[] = {"PUBSUB", core.topo().numsub_command(), handle_->names->channel};
+  return core.command(handle_->names->channel, args).at(1).integer();
 }
 
 lock_info basic_lock::info() const {
@@ -117,7 +121,8 @@ lock_info basic_lock::force_unlock(force_unlock_check check) const {
   const std::string_view confirmed =
       check == force_unlock_check::confirmed_kind ? handle_->kind->redis_type() : "";
   const std::string_view keys[] = {n.name, n.fence_key, n.channel};
-  const std::string_view args[] = {detail::unlock_message, confirmed};
+  const std::string_view args[] = {detail::unlock_message, confirmed,
+                                   handle_->core->topo().publish_command()};
   try {
     return parse_snapshot(handle_->core->call(force_unlock_script(), n.name, keys, args));
   } catch (const error& e) {
@@ -128,7 +133,9 @@ lock_info basic_lock::force_unlock(force_unlock_check check) const {
 
 std::int64_t reentrant_lock::hold_count(const std::string& owner) const {
   auto& core = *handle_->core;
-  const auto r = core.topo().redis().command({"HGET", name(), core.id() + ":" + owner});
+  const std::string field = core.id() + ":" + owner;
+  const std::string_view args[] = {"HGET", name(), field};
+  const auto r = core.command(name(), args);
   if (r.is_nil()) return 0;
   return static_cast<std::int64_t>(parse_u64(r));
 }

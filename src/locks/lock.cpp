@@ -8,6 +8,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "locks/lock_core.hpp"
+#include "net/sentinel_url.hpp"
 
 namespace dlock {
 
@@ -30,8 +31,28 @@ void forbid_io_thread(lock_core& core, const char* what) {
 
 client_options client_options::from_url(std::string_view url) {
   client_options o;
+  if (url.starts_with("redis-sentinel://")) {
+    auto parsed = detail::parse_sentinel_url(url);
+    o.connection = std::move(parsed.master);
+    o.sentinel = std::move(parsed.sentinel);
+    return o;
+  }
   o.connection = connection_options::from_url(url);
   return o;
+}
+
+client_options client_options::cluster(const std::vector<std::string>& seed_urls) {
+  if (seed_urls.empty())
+    throw error(errc::invalid_argument, "a cluster needs at least one seed URL");
+  client_options o;
+  for (const auto& url : seed_urls)
+    o.cluster_seeds.push_back(connection_options::from_url(url));
+  o.connection = o.cluster_seeds.front();
+  return o;
+}
+
+std::vector<redis_client*> client::masters() const {
+  return core_->topo().masters();
 }
 
 client::client(client_options options) : core_(lock_core::create(std::move(options))) {}

@@ -6,6 +6,8 @@
 #include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
+#include "topology/cluster.hpp"
+#include "topology/sentinel.hpp"
 #include "topology/standalone.hpp"
 
 namespace dlock::detail {
@@ -22,6 +24,18 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   }
   if (o.max_recheck <= 0ms) invalid("max_recheck must be positive");
   if (o.renewal_batch == 0) invalid("renewal_batch must be at least 1");
+  if (o.min_replica_acks < 0) invalid("min_replica_acks must not be negative");
+  if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {
+    invalid("replica_ack_timeout must be positive");
+  }
+  if (!o.sentinel.master_name.empty() && !o.cluster_seeds.empty()) {
+    invalid("options name both a Sentinel master and cluster seeds; choose one");
+  }
+  if (!o.cluster_seeds.empty() && !o.fence_counter.empty()) {
+    invalid(
+        "fence_counter (one counter for every lock) cannot work on a cluster: one script "
+        "cannot reach two slots; leave it empty for a counter per name");
+  }
 
   std::shared_ptr<lock_core> core(new lock_core(std::move(o)), [](lock_core* p) {
     // The last owner may let go inside a callback on the I/O thread, which the destructor must
@@ -36,10 +50,22 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   return core;
 }
 
+namespace {
+std::unique_ptr<topology> make_topology(const client_options& o,
+                                        const std::shared_ptr<net::io_thread>& io) {
+  const write_ack ack{o.min_replica_acks, o.replica_ack_timeout};
+  if (!o.sentinel.master_name.empty()) {
+    return std::make_unique<sentinel_topology>(o.connection, o.sentinel, io, ack);
+  }
+  if (!o.cluster_seeds.empty()) return std::make_unique<cluster_topology>(o.cluster_seeds, io, ack);
+  return std::make_unique<standalone_topology>(o.connection, io, ack);
+}
+}  // namespace
+
 lock_core::lock_core(client_options options)
     : options_(std::move(options)),
       io_(std::make_shared<net::io_thread>()),
-      topology_(std::make_unique<standalone_topology>(options_.connection, io_)),
+      topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period
                                                       : options_.watchdog_lease / 3) {}
@@ -78,6 +104,12 @@ client_stats lock_core::stats() const noexcept {
   s.leases_renewed = get(counters.leases_renewed);
   s.unlock_messages = get(counters.unlock_messages);
   s.grants_born_dead = get(counters.grants_born_dead);
+  const auto& t = topology_->counters();
+  s.not_replicated = get(t.not_replicated);
+  s.moved_redirects = get(t.moved);
+  s.ask_redirects = get(t.asked);
+  s.slot_map_refreshes = get(t.map_refreshes);
+  s.master_switches = get(t.master_switches);
   s.watched_leases = grants_.watched_count();
   return s;
 }
@@ -120,17 +152,28 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
 
 reply lock_core::call(const script& s, std::string_view key, std::span<const std::string_view> keys,
                       std::span<const std::string_view> args) {
+  return wait_for_reply([&](net::reply_callback done) {
+    topology_->eval(topology_->nodes_for(key).front(), s, keys, args,
+                    steady::now() + options_.connection.command_timeout, durability::master,
+                    std::move(done));
+  });
+}
+
+reply lock_core::command(std::string_view key, std::span<const std::string_view> args) {
+  return wait_for_reply([&](net::reply_callback done) {
+    topology_->command(key, args, steady::now() + options_.connection.command_timeout,
+                       std::move(done));
+  });
+}
+
+reply lock_core::wait_for_reply(const std::function<void(net::reply_callback)>& send) {
   if (io().in_io_thread()) {
     throw error(errc::invalid_argument,
                 "a synchronous call from the client's I/O thread (inside a callback) would wait "
                 "for itself; use the _async form there");
   }
   one_shot<std::pair<std::error_code, reply>> result;
-  topology_->eval(topology_->nodes_for(key).front(), s, keys, args,
-                  steady::now() + options_.connection.command_timeout,
-                  [&result](std::error_code ec, reply r) {
-                    result.put({ec, std::move(r)});
-                  });
+  send([&result](std::error_code ec, reply r) { result.put({ec, std::move(r)}); });
   auto [ec, r] = result.take();
   if (ec) throw error(ec, r.is_error() ? r.str() : ec.message());
   return std::move(r);

@@ -70,8 +70,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Runs one script call on the node that serves `key`, waiting for the reply (introspection).
   reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
              std::span<const std::string_view> args);
+  /// Runs one plain command where `key` lives, waiting for the reply (introspection). Throws
+  /// dlock::error with the server's text, or errc::invalid_argument on the I/O thread.
+  reply command(std::string_view key, std::span<const std::string_view> args);
 
  private:
+  reply wait_for_reply(const std::function<void(net::reply_callback)>& send);
   struct op;
   using queue = waiter_queue<std::shared_ptr<op>>;
   struct runtime;
@@ -88,6 +92,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void submit_attempt(const std::shared_ptr<op>& o, steady::time_point until);
   void on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
                         steady::time_point sent_at);
+  void on_unreplicated_grant(const std::shared_ptr<op>& o, const reply& r, steady::time_point now);
   void on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady::time_point now);
   void run_step(const std::shared_ptr<op>& o, acquire_machine::step s);
   void arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at);

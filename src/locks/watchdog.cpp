@@ -4,6 +4,7 @@
 // starved. Both run on the I/O thread.
 #include <algorithm>
 
+#include "dlock/error.hpp"
 #include "locks/core_state.hpp"
 #include "locks/renewal_plan.hpp"
 
@@ -63,16 +64,21 @@ void lock_core::renew_all() {
       items.push_back({&g->names->name, &g->owner, grants_.lease_time(*g)});
     auto grants = std::make_shared<std::vector<std::shared_ptr<grant>>>(b.grants);
     b.kind->renew(*topology_, b.where.node, items, deadline,
-                  [weak = weak_from_this(), grants, sent_at](std::error_code ec, reply r) {
+                  [weak = weak_from_this(), grants, sent_at](std::error_code ec, reply r) mutable {
                     auto self = weak.lock();
                     // A failed round changes nothing: if no later round succeeds in time, the
                     // expiry check declares the leases lost.
+                    // Renewed on the master only (too few replicas acknowledged): holds
+                    // are still held, but their validity stays where the replicas have it.
+                    const bool acknowledged = ec != errc::not_replicated;
+                    if (!acknowledged) ec = {};
                     if (!self || ec || !r.is_array() || r.elements().size() != grants->size())
                       return;
                     for (std::size_t i = 0; i < grants->size(); ++i) {
                       const auto& g = (*grants)[i];
                       const auto& v = r.elements()[i];
                       if (v.is_integer() && v.integer() == 1) {
+                        if (!acknowledged) continue;
                         self->grants_.renewed(
                             *g, self->validity_end(sent_at, self->grants_.lease_time(*g)));
                         self->counters.leases_renewed.fetch_add(1, std::memory_order_relaxed);

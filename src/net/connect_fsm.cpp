@@ -24,43 +24,61 @@ std::error_code classify_error_reply(std::string_view text) {
   return errc::server_error;
 }
 
-handshake::handshake(const connection_options& options) : options_(options) {
-  sends_auth_ = !options.password.empty() || !options.user.empty();
-  if (sends_auth_) {
+handshake::handshake(const connection_options& options, bool require_master) : options_(options) {
+  auto add = [this](step what, std::span<const std::string_view> args) {
+    wire::encode_command(request_, args);
+    steps_.push_back(what);
+  };
+  if (!options.password.empty() || !options.user.empty()) {
     if (options.user.empty()) {
       const std::string_view args[] = {"AUTH", options.password};
-      wire::encode_command(request_, args);
+      add(step::auth, args);
     } else {
       const std::string_view args[] = {"AUTH", options.user, options.password};
-      wire::encode_command(request_, args);
+      add(step::auth, args);
     }
-    ++expected_;
   }
   if (options.database != 0) {
     const std::string db = std::to_string(options.database);
     const std::string_view args[] = {"SELECT", db};
-    wire::encode_command(request_, args);
-    ++expected_;
+    add(step::select, args);
+  }
+  if (require_master) {
+    const std::string_view args[] = {"ROLE"};
+    add(step::role, args);
   }
   const std::string name = options.client_name.empty() ? "dlock" : options.client_name;
   const std::string_view args[] = {"CLIENT", "SETNAME", name};
-  wire::encode_command(request_, args);
-  ++expected_;
+  add(step::setname, args);
 }
 
 handshake::verdict handshake::on_reply(const reply& r) {
-  if (seen_ >= expected_) return {status::failed, errc::protocol_error, "reply after handshake"};
-  const bool first = seen_ == 0;
-  const bool setname = ++seen_ == expected_;  // CLIENT SETNAME is last
+  if (seen_ >= steps_.size())
+    return {status::failed, errc::protocol_error, "reply after handshake"};
+  const step what = steps_[seen_++];
+  const bool last = seen_ == steps_.size();
   bool ok = !r.is_error();
-  if (!ok && setname && options_.client_name.empty() && r.str().starts_with("NOPERM")) ok = true;
+  if (!ok && what == step::setname && options_.client_name.empty() &&
+      r.str().starts_with("NOPERM")) {
+    ok = true;
+  }
   if (!ok) {
     const std::error_code ec =
-        sends_auth_ && first ? make_error_code(errc::auth_failed) : classify_error_reply(r.str());
+        what == step::auth ? make_error_code(errc::auth_failed) : classify_error_reply(r.str());
     return {status::failed, ec,
             "connection handshake with " + options_.redacted_url() + " failed: " + r.str()};
   }
-  return {seen_ == expected_ ? status::ready : status::more, {}, {}};
+  if (what == step::role) {
+    const std::string role =
+        r.is_array() && !r.elements().empty() && r.at(0).is_string() ? r.at(0).str() : "?";
+    if (role != "master") {
+      // Sentinel named this server, but it is (no longer) the master: a failover under way or
+      // an outdated answer. The caller asks the sentinels again.
+      return {status::failed, errc::read_only,
+              options_.redacted_url() + " is not the master (its ROLE is " + role + ")"};
+    }
+  }
+  return {last ? status::ready : status::more, {}, {}};
 }
 
 std::chrono::milliseconds reconnect_backoff::next(std::uint64_t random) {

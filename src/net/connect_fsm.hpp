@@ -6,19 +6,22 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "dlock/redis/connection_options.hpp"
 #include "dlock/redis/reply.hpp"
 
 namespace dlock::net {
 
-/// One handshake: AUTH (when credentials are given), SELECT (a database other than 0) and
-/// CLIENT SETNAME, pipelined in one write, judged reply by reply.
+/// One handshake: AUTH (when credentials are given), SELECT (a database other than 0), ROLE
+/// (when the server must be a master: one Sentinel named) and CLIENT SETNAME, pipelined in one
+/// write, judged reply by reply.
 class handshake {
  public:
-  explicit handshake(const connection_options& options);
+  explicit handshake(const connection_options& options, bool require_master = false);
 
   /// The commands to send once the transport is up.
   const std::string& request() const noexcept { return request_; }
@@ -35,15 +38,16 @@ class handshake {
   };
   /// Judges the next reply. A failing AUTH is errc::auth_failed whatever the server's wording;
   /// a NOPERM answer to CLIENT SETNAME is tolerated when the user asked for no name (naming is
-  /// cosmetic, and a restricted ACL user may not be allowed it).
+  /// cosmetic, and a restricted ACL user may not be allowed it); a ROLE other than master is
+  /// errc::read_only.
   verdict on_reply(const reply& r);
 
  private:
+  enum class step { auth, select, role, setname };
   const connection_options& options_;
   std::string request_;
-  std::size_t expected_ = 0;
+  std::vector<step> steps_;
   std::size_t seen_ = 0;
-  bool sends_auth_ = false;
 };
 
 /// The pause before each reconnect attempt: none before the first, then `reconnect_min`,

@@ -79,6 +79,7 @@ class connection {
   const connection_counters& counters() const noexcept { return counters_; }
   /// True while connected and past the handshake.
   bool up() const noexcept { return up_.load(std::memory_order_relaxed); }
+  /// I/O thread only for host and port (retarget changes them).
   const connection_options& options() const noexcept { return options_; }
 
   // --- I/O thread only ---
@@ -94,6 +95,21 @@ class connection {
   }
   /// Runs after every successful connect and handshake, before queued commands are written.
   void set_ready_handler(std::function<void()> handler) { ready_handler_ = std::move(handler); }
+  /// Points the connection at another server (a Sentinel failover, a moved cluster node): the
+  /// current socket, if any, is dropped as a lost connection would be, and the next attempt,
+  /// made at once, goes to `host`:`port`. No-op if already there and up.
+  void retarget(const std::string& host, std::uint16_t port);
+  /// While not connected: fails every command still waiting to be written with `reason` (they
+  /// never reached a server), so that their callers can go elsewhere (a failed-over cluster
+  /// master). No-op while connected.
+  void fail_unsent(std::error_code reason);
+  /// Every handshake checks ROLE and fails with errc::read_only unless the server is a master.
+  void require_master() { require_master_ = true; }
+  /// Runs after every failed connection attempt (the Sentinel topology asks the sentinels
+  /// again).
+  void set_attempt_failed_handler(std::function<void(std::error_code)> handler) {
+    attempt_failed_handler_ = std::move(handler);
+  }
   /// Fails every queued and in-flight command with `reason`, closes the socket, stops
   /// reconnecting. Idempotent.
   void close(std::error_code reason);
@@ -138,7 +154,7 @@ class connection {
   void schedule_reconnect();
 
   io_thread& io_;
-  const connection_options options_;
+  connection_options options_;  // host and port change only on the I/O thread (retarget)
   std::shared_ptr<asio::ssl::context> tls_;
   const mode mode_;
   connection_counters counters_;
@@ -185,6 +201,8 @@ class connection {
   asio::steady_timer keepalive_timer_;
   std::function<void(reply&&)> push_handler_;
   std::function<void()> ready_handler_;
+  std::function<void(std::error_code)> attempt_failed_handler_;
+  bool require_master_ = false;
   std::minstd_rand jitter_;
 };
 

@@ -36,7 +36,7 @@ void connection::begin_attempt() {
 }
 
 void connection::on_transport_connected() {
-  handshake_.emplace(options_);
+  handshake_.emplace(options_, require_master_);
   start_read();
   write_buffer_ = handshake_->request();
   send_write_buffer();
@@ -90,7 +90,43 @@ void connection::attempt_failed(std::error_code ec, const std::string& detail) {
   if (state_ == state::closed) return;
   state_ = state::backoff;
   if (first_attempt_) std::exchange(first_attempt_, nullptr)(ec, detail);
-  schedule_reconnect();
+  if (attempt_failed_handler_) attempt_failed_handler_(ec);
+  if (state_ == state::backoff) schedule_reconnect();
+}
+
+void connection::fail_unsent(std::error_code reason) {
+  if (state_ == state::ready || state_ == state::closed) return;
+  std::deque<pending> failed;
+  {
+    detail::lock_guard lock(mutex_);
+    outbox_.clear();
+    failed.swap(outbox_pending_);
+  }
+  for (auto& p : failed) {
+    if (!p.finished) p.done(reason, {});
+  }
+}
+
+void connection::retarget(const std::string& host, std::uint16_t port) {
+  if (state_ == state::closed) return;
+  const bool moved = options_.host != host || options_.port != port || !options_.unix_path.empty();
+  options_.host = host;
+  options_.port = port;
+  options_.unix_path.clear();
+  // The same address again (a re-resolution that changed nothing) keeps the backoff in force,
+  // so a master that stays down is not hammered.
+  if (!moved) return;
+  if (state_ == state::ready) connection_failed(errc::connection_lost);
+  if (state_ == state::connecting) {
+    ++epoch_;
+    connect_timer_.cancel();
+    if (transport_) transport_->close();
+  }
+  if (state_ == state::backoff || state_ == state::connecting) {
+    retry_timer_.cancel();
+    backoff_.reset();
+    begin_attempt();
+  }
 }
 
 void connection::connection_failed(std::error_code ec) {

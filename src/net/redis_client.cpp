@@ -50,14 +50,26 @@ redis_client::impl::impl(connection_options o)
   connect();
 }
 
-redis_client::impl::impl(connection_options o, std::shared_ptr<net::io_thread> shared_io)
-    : io_holder(std::move(shared_io)), io(*io_holder), owns_io(false), options(std::move(o)) {
+redis_client::impl::impl(connection_options o, std::shared_ptr<net::io_thread> shared_io,
+                         connect_settings s)
+    : io_holder(std::move(shared_io)),
+      io(*io_holder),
+      owns_io(false),
+      settings(s),
+      options(std::move(o)) {
   connect();
 }
 
 void redis_client::impl::connect() {
   if (options.tls.enabled) tls = net::make_tls_context(options.tls);
   commands = std::make_unique<net::connection>(io, options, tls, net::connection::mode::commands);
+  if (settings.require_master) commands->require_master();
+  if (settings.background) {
+    // Failed attempts are retried in the background; commands wait for the connection up to
+    // their own deadlines.
+    io.run([&] { commands->start([](std::error_code, const std::string&) {}); });
+    return;
+  }
   std::promise<std::pair<std::error_code, std::string>> first;
   io.post([&] {
     commands->start([&first](std::error_code ec, const std::string& detail) {
@@ -92,8 +104,25 @@ redis_client::impl::~impl() {
 }
 
 net::subscriber& redis_client::impl::subscriber() {
-  if (!subscriber_) subscriber_ = std::make_unique<net::subscriber>(io, options, tls);
+  if (!subscriber_) {
+    subscriber_ = std::make_unique<net::subscriber>(io, options, tls, settings.require_master);
+    if (attempt_failed_) subscriber_->set_attempt_failed_handler(attempt_failed_);
+  }
   return *subscriber_;
+}
+
+void redis_client::impl::retarget(const std::string& host, std::uint16_t port) {
+  options.host = host;
+  options.port = port;
+  options.unix_path.clear();
+  commands->retarget(host, port);
+  if (subscriber_) subscriber_->retarget(host, port);
+}
+
+void redis_client::impl::set_attempt_failed_handler(std::function<void(std::error_code)> handler) {
+  attempt_failed_ = handler;
+  commands->set_attempt_failed_handler(std::move(handler));
+  if (subscriber_) subscriber_->set_attempt_failed_handler(attempt_failed_);
 }
 
 void redis_client::impl::unsubscribe(std::uint64_t id) noexcept {

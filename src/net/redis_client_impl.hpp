@@ -17,28 +17,42 @@ struct subscription::owner {
   virtual void unsubscribe(std::uint64_t id) noexcept = 0;
 };
 
+/// How a redis_client on a shared I/O thread connects.
+struct connect_settings {
+  bool require_master = false;  // every (re)connection checks ROLE (a Sentinel's master)
+  bool background = false;      // do not wait for the first attempt (callable on the I/O thread)
+};
+
 struct redis_client::impl final : subscription::owner {
   /// Connects on an I/O thread of its own. Throws as redis_client's constructor does.
   explicit impl(connection_options o);
   /// Connects on `shared_io`, which the caller owns: it must stop that thread before it lets
   /// this object go (the connections are then closed from the calling thread).
-  impl(connection_options o, std::shared_ptr<net::io_thread> shared_io);
+  impl(connection_options o, std::shared_ptr<net::io_thread> shared_io,
+       connect_settings settings = {});
   ~impl() override;
 
   /// The subscriber, created on first use. I/O thread only.
   net::subscriber& subscriber();
   void unsubscribe(std::uint64_t id) noexcept override;
+  /// Moves both connections to another server (a Sentinel failover). I/O thread only.
+  void retarget(const std::string& host, std::uint16_t port);
+  /// Runs after every failed connection attempt of either connection. I/O thread only; set
+  /// before the subscriber is first used.
+  void set_attempt_failed_handler(std::function<void(std::error_code)> handler);
 
   // Declaration order is destruction order reversed: the I/O thread outlives the connections.
   const std::shared_ptr<net::io_thread> io_holder;
   net::io_thread& io;
   const bool owns_io;
-  const connection_options options;
+  const connect_settings settings;
+  connection_options options;  // host and port follow retarget (I/O thread)
   std::shared_ptr<asio::ssl::context> tls;
   std::unique_ptr<net::connection> commands;
   std::unique_ptr<net::subscriber> subscriber_;
 
  private:
+  std::function<void(std::error_code)> attempt_failed_;
   void connect();
 };
 
@@ -52,9 +66,10 @@ struct redis_client_access {
   }
   /// A redis_client on a dlock::client's I/O thread (see impl's second constructor).
   static std::unique_ptr<redis_client> on_shared_io(connection_options o,
-                                                    std::shared_ptr<net::io_thread> io) {
-    return std::unique_ptr<redis_client>(
-        new redis_client(std::make_shared<redis_client::impl>(std::move(o), std::move(io))));
+                                                    std::shared_ptr<net::io_thread> io,
+                                                    connect_settings settings = {}) {
+    return std::unique_ptr<redis_client>(new redis_client(
+        std::make_shared<redis_client::impl>(std::move(o), std::move(io), settings)));
   }
 };
 }  // namespace detail

@@ -5,8 +5,9 @@
 namespace dlock::net {
 
 subscriber::subscriber(io_thread& io, const connection_options& options,
-                       std::shared_ptr<asio::ssl::context> tls)
+                       std::shared_ptr<asio::ssl::context> tls, bool require_master)
     : io_(io), connection_(io, options, std::move(tls), connection::mode::pubsub) {
+  if (require_master) connection_.require_master();
   connection_.set_push_handler([this](reply&& r) { on_push(std::move(r)); });
   connection_.set_ready_handler([this] { on_ready(); });
 }
@@ -30,6 +31,31 @@ void subscriber::send(std::string_view command, const std::vector<std::string_vi
   connection_.send_raw(bytes);
 }
 
+namespace {
+constexpr std::string_view subscribe_command[] = {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE"};
+constexpr std::string_view unsubscribe_command[] = {"UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE"};
+constexpr std::string_view message_push[] = {"message", "pmessage", "smessage"};
+constexpr std::string_view subscribed_push[] = {"subscribe", "psubscribe", "ssubscribe"};
+constexpr std::string_view unsubscribed_push[] = {"unsubscribe", "punsubscribe", "sunsubscribe"};
+
+template <std::size_t N>
+int index_of(const std::string_view (&names)[N], std::string_view name) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace
+
+void subscriber::send_subscribe(kind k, const std::vector<std::string_view>& names) {
+  const auto command = subscribe_command[static_cast<int>(k)];
+  if (k != kind::shard_channel) {
+    send(command, names);
+    return;
+  }
+  for (const auto name : names)
+    send(command, {name});
+}
+
 std::uint64_t subscriber::add(kind k, const std::string& name, message_handler on_message,
                               std::function<void()> on_subscribed) {
   if (!started_) {
@@ -44,7 +70,7 @@ std::uint64_t subscriber::add(kind k, const std::string& name, message_handler o
   it->second.entries.push_back(e);
   index_.emplace(id, std::make_pair(k, name));
   if (inserted) {
-    send(k == kind::channel ? "SUBSCRIBE" : "PSUBSCRIBE", {name});
+    send_subscribe(k, {name});
   } else if (it->second.confirmed && e->on_subscribed) {
     // Already live on the server. Report it asynchronously, like a fresh confirmation would be,
     // so callers never see their callback run inside add().
@@ -69,7 +95,7 @@ void subscriber::remove(std::uint64_t id) {
     map.erase(it);
     if (connection_.ready()) {
       ++unsubscribing_[static_cast<int>(k)][name];
-      send(k == kind::channel ? "UNSUBSCRIBE" : "PUNSUBSCRIBE", {name});
+      send(unsubscribe_command[static_cast<int>(k)], {name});
     }
   }
 }
@@ -77,18 +103,14 @@ void subscriber::remove(std::uint64_t id) {
 void subscriber::on_ready() {
   for (auto& pending : unsubscribing_)
     pending.clear();
-  std::vector<std::string_view> names;
-  for (auto& [name, t] : channels_) {
-    t.confirmed = false;
-    names.push_back(name);
+  for (int k = 0; k < 3; ++k) {
+    std::vector<std::string_view> names;
+    for (auto& [name, t] : topics_[k]) {
+      t.confirmed = false;
+      names.push_back(name);
+    }
+    send_subscribe(static_cast<kind>(k), names);
   }
-  send("SUBSCRIBE", names);
-  names.clear();
-  for (auto& [name, t] : patterns_) {
-    t.confirmed = false;
-    names.push_back(name);
-  }
-  send("PSUBSCRIBE", names);
 }
 
 void subscriber::deliver(const topic& t, std::string_view channel, std::string_view payload) {
@@ -108,30 +130,48 @@ void subscriber::confirm(topic& t) {
 }
 
 void subscriber::on_push(reply&& r) {
+  if (r.is_error()) {
+    // A refused SSUBSCRIBE (MOVED: the slot lives elsewhere now). The reply does not say which
+    // channel; every unconfirmed sharded channel is a candidate, and moving a live one is
+    // harmless (the topology resubscribes it where its slot lives).
+    if (!displaced_) return;
+    std::vector<std::string> names;
+    for (const auto& [name, t] : topics(kind::shard_channel))
+      if (!t.confirmed) names.push_back(name);
+    for (const auto& name : names)
+      displaced_(name);
+    return;
+  }
   if (!r.is_array() || r.elements().size() < 3 || !r.at(0).is_string()) return;
   const auto& type = r.at(0).str();
   auto text = [&](std::size_t i) -> std::string_view {
     const auto& e = r.at(i);
     return e.is_string() ? std::string_view(e.str()) : std::string_view();
   };
-  if (type == "message") {
-    if (auto it = channels_.find(std::string(text(1))); it != channels_.end()) {
-      deliver(it->second, text(1), text(2));
+  if (const int k = index_of(message_push, type); k >= 0) {
+    const bool pattern = k == static_cast<int>(kind::pattern);
+    if (pattern && r.elements().size() < 4) return;
+    auto& map = topics_[k];
+    if (auto it = map.find(std::string(text(1))); it != map.end()) {
+      deliver(it->second, text(pattern ? 2 : 1), text(pattern ? 3 : 2));
     }
-  } else if (type == "pmessage" && r.elements().size() >= 4) {
-    if (auto it = patterns_.find(std::string(text(1))); it != patterns_.end()) {
-      deliver(it->second, text(2), text(3));
-    }
-  } else if (type == "subscribe" || type == "psubscribe") {
-    const kind k = type == "subscribe" ? kind::channel : kind::pattern;
+  } else if (const int s = index_of(subscribed_push, type); s >= 0) {
     const std::string name(text(1));
-    if (unsubscribing_[static_cast<int>(k)].count(name)) return;  // stale, see header
-    auto& map = topics(k);
+    if (unsubscribing_[s].count(name)) return;  // stale, see header
+    auto& map = topics_[s];
     if (auto it = map.find(name); it != map.end()) confirm(it->second);
-  } else if (type == "unsubscribe" || type == "punsubscribe") {
-    auto& pending = unsubscribing_[type == "unsubscribe" ? 0 : 1];
-    if (auto it = pending.find(std::string(text(1))); it != pending.end() && --it->second <= 0) {
-      pending.erase(it);
+  } else if (const int u = index_of(unsubscribed_push, type); u >= 0) {
+    auto& pending = unsubscribing_[u];
+    const std::string name(text(1));
+    if (auto it = pending.find(name); it != pending.end()) {
+      if (--it->second <= 0) pending.erase(it);
+      return;
+    }
+    // Not asked for: the server dropped a sharded subscription because its slot moved.
+    auto& map = topics_[u];
+    if (auto it = map.find(name); it != map.end()) {
+      it->second.confirmed = false;
+      if (u == static_cast<int>(kind::shard_channel) && displaced_) displaced_(name);
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "topology/standalone.hpp"
 
+#include "dlock/error.hpp"
 #include "net/redis_client_impl.hpp"
 
 namespace dlock::detail {
@@ -9,9 +10,12 @@ constexpr node_id only_node[] = {0};
 }
 
 standalone_topology::standalone_topology(const connection_options& options,
-                                         std::shared_ptr<net::io_thread> io)
-    : server_(redis_client_access::on_shared_io(options, std::move(io))),
-      impl_(redis_client_access::get(*server_)) {}
+                                         std::shared_ptr<net::io_thread> io, write_ack ack,
+                                         bool require_master)
+    : server_(redis_client_access::on_shared_io(options, std::move(io),
+                                                {.require_master = require_master})),
+      impl_(redis_client_access::get(*server_)),
+      ack_(ack) {}
 
 net::io_thread& standalone_topology::io() noexcept {
   return impl_.io;
@@ -27,8 +31,24 @@ route standalone_topology::route_of(node_id, std::string_view) const {
 
 void standalone_topology::eval(node_id, const script& s, std::span<const std::string_view> keys,
                                std::span<const std::string_view> args,
-                               net::clock::time_point deadline, net::reply_callback done) {
-  impl_.commands->submit_eval(s, keys, args, deadline, std::move(done));
+                               net::clock::time_point deadline, durability d,
+                               net::reply_callback done) {
+  if (d == durability::master || ack_.replicas <= 0) {
+    impl_.commands->submit_eval(s, keys, args, deadline, std::move(done));
+    return;
+  }
+  eval_acknowledged(*impl_.commands, s, keys, args, deadline, ack_,
+                    [this, done = std::move(done)](std::error_code ec, reply r) {
+                      if (ec == errc::not_replicated) {
+                        counters_.not_replicated.fetch_add(1, std::memory_order_relaxed);
+                      }
+                      done(ec, std::move(r));
+                    });
+}
+
+void standalone_topology::command(std::string_view, std::span<const std::string_view> args,
+                                  net::clock::time_point deadline, net::reply_callback done) {
+  impl_.commands->submit(args, deadline, std::move(done));
 }
 
 std::uint64_t standalone_topology::subscribe(node_id, const std::string& channel,

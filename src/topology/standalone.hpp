@@ -1,4 +1,5 @@
-// One Redis server: every key on node 0, no slots.
+// One Redis server: every key on node 0, no slots. Also the base of the Sentinel topology, whose
+// one server is whichever node the sentinels name master.
 #pragma once
 
 #include <memory>
@@ -7,27 +8,35 @@
 
 namespace dlock::detail {
 
-class standalone_topology final : public topology {
+class standalone_topology : public topology {
  public:
   /// Connects to the server on `io` (the client's I/O thread, which must be stopped before this
-  /// object is destroyed). Throws as redis_client's constructor does.
-  standalone_topology(const connection_options& options, std::shared_ptr<net::io_thread> io);
+  /// object is destroyed). `ack`: what durability::replicas writes wait for. `require_master`:
+  /// every (re)connection checks ROLE. Throws as redis_client's constructor does.
+  standalone_topology(const connection_options& options, std::shared_ptr<net::io_thread> io,
+                      write_ack ack, bool require_master = false);
 
   net::io_thread& io() noexcept override;
   std::span<const node_id> nodes_for(std::string_view key) override;
   route route_of(node_id node, std::string_view key) const override;
   void eval(node_id node, const script& s, std::span<const std::string_view> keys,
-            std::span<const std::string_view> args, net::clock::time_point deadline,
+            std::span<const std::string_view> args, net::clock::time_point deadline, durability d,
             net::reply_callback done) override;
+  void command(std::string_view key, std::span<const std::string_view> args,
+               net::clock::time_point deadline, net::reply_callback done) override;
   std::uint64_t subscribe(node_id node, const std::string& channel, message_handler on_message,
                           std::function<void()> on_subscribed) override;
   void unsubscribe(std::uint64_t id) override;
   void close(std::error_code reason) override;
   redis_client& redis() noexcept override;
 
+ protected:
+  redis_client::impl& server() noexcept { return impl_; }
+
  private:
   std::unique_ptr<redis_client> server_;
   redis_client::impl& impl_;
+  const write_ack ack_;
 };
 
 }  // namespace dlock::detail

@@ -6,6 +6,7 @@
 // masters (every key on every node) fit the same shape.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -14,10 +15,13 @@
 #include <string_view>
 #include <system_error>
 
+#include <vector>
+
 #include "dlock/redis/client.hpp"
 #include "dlock/redis/script.hpp"
 #include "net/connection.hpp"
 #include "net/io_thread.hpp"
+#include "topology/replica_ack.hpp"
 
 namespace dlock::detail {
 
@@ -31,6 +35,19 @@ struct route {
   std::uint32_t slot = 0;  // 0 where the deployment is not sharded
   friend bool operator==(const route&, const route&) = default;
   friend auto operator<=>(const route&, const route&) = default;
+};
+
+/// Whether a write's reply counts on the master's word alone, or only once the replicas the
+/// client asks for (client_options::min_replica_acks) have it too (WAIT).
+enum class durability { master, replicas };
+
+/// What a topology did beyond passing commands on, for client_stats.
+struct topology_counters {
+  std::atomic<std::uint64_t> moved{0};            // MOVED redirects followed
+  std::atomic<std::uint64_t> asked{0};            // ASK redirects followed
+  std::atomic<std::uint64_t> map_refreshes{0};    // cluster slot maps fetched
+  std::atomic<std::uint64_t> master_switches{0};  // Sentinel: the master moved
+  std::atomic<std::uint64_t> not_replicated{0};   // writes fewer replicas acknowledged than asked
 };
 
 class topology {
@@ -49,9 +66,21 @@ class topology {
   /// Sends one script call to `node` (its keys in one slot); `done` runs once, on the I/O thread
   /// (or inline with errc::client_closed once closed). Redirects and failovers are the
   /// topology's business, not the caller's. Any thread.
+  /// With durability::replicas and min_replica_acks set, the reply comes with
+  /// errc::not_replicated when too few replicas acknowledged the write (see replica_ack.hpp).
   virtual void eval(node_id node, const script& s, std::span<const std::string_view> keys,
                     std::span<const std::string_view> args, net::clock::time_point deadline,
-                    net::reply_callback done) = 0;
+                    durability d, net::reply_callback done) = 0;
+  /// One plain command about `key` (its first argument after the command name need not be the
+  /// key), sent where `key` lives. Same threading as eval.
+  virtual void command(std::string_view key, std::span<const std::string_view> args,
+                       net::clock::time_point deadline, net::reply_callback done) = 0;
+
+  /// The command lock scripts publish unlock messages with: PUBLISH, or SPUBLISH on a cluster,
+  /// where the message then stays on the slot's node (and Redisson on Redis 7 listens there).
+  virtual std::string_view publish_command() const noexcept { return "publish"; }
+  /// The command that counts a channel's subscribers (PUBSUB NUMSUB or SHARDNUMSUB).
+  virtual std::string_view numsub_command() const noexcept { return "NUMSUB"; }
 
   /// Subscribes `channel` on `node`. `on_subscribed` runs each time the server confirms it (at
   /// first and after every reconnect). Returns an id for `unsubscribe`. I/O thread only.
@@ -63,8 +92,16 @@ class topology {
   /// Fails every command in flight with `reason` and stops reconnecting. I/O thread only.
   virtual void close(std::error_code reason) = 0;
 
-  /// A plain client for commands of the user's own (the standalone server itself).
+  /// A plain client for commands of the user's own (the standalone server itself, the current
+  /// Sentinel master, a cluster's first master).
   virtual redis_client& redis() noexcept = 0;
+  /// Every master, for work that must visit them all (ls scans each). I/O thread excepted.
+  virtual std::vector<redis_client*> masters() { return {&redis()}; }
+
+  const topology_counters& counters() const noexcept { return counters_; }
+
+ protected:
+  topology_counters counters_;
 };
 
 }  // namespace dlock::detail

@@ -149,8 +149,9 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   // The release script itself refuses an owner field that does not hold the lock.
   const script release{std::string(lua::reentrant_release)};
   const std::string channel = "redisson_lock__channel:{" + key("r") + "}";
-  EXPECT_TRUE(
-      other.redis().eval(release, {key("r"), channel}, {"30000", other.id() + ":1", "0"}).is_nil());
+  EXPECT_TRUE(other.redis()
+                  .eval(release, {key("r"), channel}, {"30000", other.id() + ":1", "0", "publish"})
+                  .is_nil());
   std::thread([&] {
     auto stranger = holder.reentrant(key("r"));
     EXPECT_FALSE(stranger.try_acquire()) << "another thread is another owner";
@@ -164,7 +165,7 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   const script simple_release{std::string(lua::simple_release)};
   EXPECT_TRUE(other.redis()
                   .eval(simple_release, {key("s"), "redisson_lock__channel:{" + key("s") + "}"},
-                        {"not-the-token", "0"})
+                        {"not-the-token", "0", "publish"})
                   .is_nil());
   EXPECT_TRUE(holder.simple(key("s")).is_locked());
   EXPECT_TRUE(s_held.release());

@@ -112,9 +112,12 @@ TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
   ASSERT_TRUE(held);
   auto o = options(10s);  // the attempt in flight during the sleep must not time out
   o.max_recheck = 100ms;
+  // A watchdog lease as short as the holder's: born dead just the same, but once handed out it
+  // is renewed, so the release below holds however loaded the machine is.
+  o.watchdog_lease = 1000ms;
   client waiter(o);
   auto got = std::async(std::launch::async, [&] {
-    auto l = waiter.simple(key("job")).try_acquire_for(20s, {.lease_time = 1000ms});
+    auto l = waiter.simple(key("job")).try_acquire_for(20s);
     return std::make_pair(l.valid(), std::move(l));
   });
   wait_until([&] { return holder.simple(key("job")).waiting_clients() == 1; });

@@ -24,20 +24,20 @@ class reentrant_protocol final : public lock_kind {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string_view keys[] = {c.names.name, c.names.fence_key};
     const std::string_view args[] = {lease_ms, c.owner};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, std::move(done));
+    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
 
   void release(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {lease_ms, c.owner, unlock_message};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, std::move(done));
+    const std::string_view args[] = {lease_ms, c.owner, unlock_message, c.topo.publish_command()};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   void drop(const lock_call& c, net::reply_callback done) const override {
     const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message};
-    c.topo.eval(c.node, drop_, keys, args, c.deadline, std::move(done));
+    const std::string_view args[] = {c.owner, unlock_message, c.topo.publish_command()};
+    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,

@@ -26,7 +26,9 @@ inline void send_renewal(topology& t, node_id node, const script& s,
     args.push_back(*items[i].owner);
     args.push_back(lease_ms[i]);
   }
-  t.eval(node, s, keys, args, deadline, std::move(done));
+  // Acknowledged by replicas when the client asks for it: a renewal a promoted replica lacks
+  // would leave the lease shorter there than the holder believes.
+  t.eval(node, s, keys, args, deadline, durability::replicas, std::move(done));
 }
 
 }  // namespace dlock::detail

@@ -27,13 +27,13 @@ class simple_protocol final : public lock_kind {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string_view keys[] = {c.names.name, c.names.fence_key};
     const std::string_view args[] = {c.owner, lease_ms};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, std::move(done));
+    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
 
   void release(const lock_call& c, net::reply_callback done) const override {
     const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, std::move(done));
+    const std::string_view args[] = {c.owner, unlock_message, c.topo.publish_command()};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   // A token is never re-entered: ending the hold is releasing it.

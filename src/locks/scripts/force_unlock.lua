@@ -3,6 +3,7 @@
 -- caller confirms the kind, since data can look like a lock; a counter is never a lock.
 -- KEYS[1] lock key        KEYS[2] fencing counter     KEYS[3] unlock channel
 -- ARGV[1] unlock message  ARGV[2] the kind the caller confirms: '' or the key's TYPE
+-- ARGV[3] 'publish', or 'spublish' on a cluster (sharded pub/sub, as Redisson on Redis 7)
 -- Returns the lock as it was, as _snapshot.lua describes ({'none', 'none', -2, fence} if there
 -- was none), or a WRONGTYPE error saying why nothing was deleted.
 --#include _layout
@@ -24,5 +25,5 @@ if layout == 'lock_no_ttl' then
   end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[3], ARGV[1])
+redis.call(ARGV[3], KEYS[3], ARGV[1])
 return state

@@ -1,6 +1,7 @@
 -- Release one hold of a reentrant lock; at the last one, delete it and wake waiters.
 -- KEYS[1] lock hash       KEYS[2] unlock channel
 -- ARGV[1] lease in ms     ARGV[2] owner field        ARGV[3] unlock message
+-- ARGV[4] 'publish', or 'spublish' on a cluster
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
 -- refreshed), or 1 + the number of subscribers the unlock message reached.
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
@@ -11,4 +12,4 @@ if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-return 1 + redis.call('publish', KEYS[2], ARGV[3])
+return 1 + redis.call(ARGV[4], KEYS[2], ARGV[3])

@@ -1,0 +1,29 @@
+// What Sentinel says, parsed without a socket: the master's address from
+// SENTINEL GET-MASTER-ADDR-BY-NAME, and the new master from a +switch-master message.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/redis/reply.hpp"
+
+namespace dlock::detail {
+
+struct node_address {
+  std::string host;
+  std::uint16_t port = 0;
+  friend bool operator==(const node_address&, const node_address&) = default;
+};
+
+/// The address in a GET-MASTER-ADDR-BY-NAME reply ([host, port]); nullopt for nil (the sentinel
+/// does not know that master) or anything malformed.
+std::optional<node_address> parse_master_address(const reply& r);
+
+/// The new master in a +switch-master payload ("NAME OLDHOST OLDPORT NEWHOST NEWPORT") when it
+/// is about `master_name`; nullopt otherwise.
+std::optional<node_address> parse_switch_master(std::string_view payload,
+                                                std::string_view master_name);
+
+}  // namespace dlock::detail
