@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <memory>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -13,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_support.hpp"
+#include "cluster_scenarios.hpp"
+#include "embedded/redis_cluster.hpp"
 #include "embedded/redis_server.hpp"
 
 namespace dlock::bench {
@@ -35,15 +39,125 @@ const char* const references_text =
     "Commands are client-issued ones from INFO commandstats (evalsha, eval, [p]subscribe,\n"
     "[p]unsubscribe; set and ping for the raw and PING references).\n";
 
+const char* const cluster_references_text =
+    "\nratio = cluster / standalone: the same dlock code through one client on each, measured in\n"
+    "this run; throughput in interleaved slices (medians), the watchdog one topology after the\n"
+    "other (counts per round, and this process's CPU over each window). The cluster's masters\n"
+    "share this machine's cores with the client and the standalone server: read the ratios as\n"
+    "the cost of routing, not as what scaling out over machines gives (docs/benchmarks.md,\n"
+    "Cluster).\n"
+    "Commands and writes per master: each master's redis_client::counters(), reached through\n"
+    "client::masters(). A write to a node is one round trip to it.\n";
+
 int rounds_for(const bench_run_options& o) {
   if (o.rounds > 0) return o.rounds;
   return std::clamp(static_cast<int>(o.seconds / 0.25), 1, 6);
+}
+
+using say_fn = std::function<void(const std::string&)>;
+
+// --topology cluster: its own standalone server and cluster, never a caller's (a shared server
+// would mix someone else's load into per-node counts, and one topology bench must compare two
+// deployments the run controls alike).
+std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ostream& out,
+                                            const say_fn& say) {
+  namespace emb = dlock::embedded;
+  for (const auto& name : o.scenarios) {
+    if (name != "throughput" && name != "watchdog") {
+      throw bench_usage_error("--topology cluster measures throughput and watchdog, not '" + name +
+                              "'");
+    }
+  }
+  if (!o.url.empty()) {
+    throw bench_usage_error(
+        "--topology cluster starts its own standalone server and 3-master cluster; --url is not "
+        "accepted with it");
+  }
+  if (!o.plot_dir.empty()) {
+    throw bench_usage_error(
+        "--plot draws the standalone scenarios' charts; not available with "
+        "--topology cluster");
+  }
+  if (!emb::cluster_available()) {
+    throw missing_program(
+        "--topology cluster needs redis-server and redis-cli (Debian: apt-get install "
+        "redis-server redis-tools)");
+  }
+  const auto wants = [&](const char* name) {
+    return o.scenarios.empty() ||
+           std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end();
+  };
+
+  say("starting a private redis-server and a private 3-master Redis Cluster");
+  emb::redis_server standalone;  // both stopped by their destructors, whatever happens
+  emb::cluster_options co;
+  // A node busy with the benchmark on a loaded machine must not be marked failed mid-run.
+  co.node_timeout = std::chrono::milliseconds(5000);
+  emb::redis_cluster cluster(co);
+
+  std::string where;
+  {
+    redis_client control(standalone.url());
+    where = "standalone: " + control.options().redacted_url() + " (private redis-server " +
+            server_version(control) + ")\ncluster: " + std::to_string(cluster.size()) +
+            " masters, no replicas (private):";
+    for (const auto& url : cluster.seed_urls())
+      where += " " + url;
+  }
+  const int rounds = rounds_for(o);
+  const std::string settings_text = format("%g s per measurement in %d interleaved slice%s",
+                                           o.seconds, rounds, rounds == 1 ? "" : "s");
+  say(settings_text);
+
+  topology_settings ts;
+  ts.standalone.url = standalone.url();
+  ts.standalone.seconds = o.seconds;
+  ts.standalone.rounds = rounds;
+  ts.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
+  ts.cluster_seeds = cluster.seed_urls();
+
+  std::vector<scenario_result> results;
+  if (wants("throughput")) {
+    cluster_throughput_options t;
+    if (o.quick) t.threads = {4, 16};
+    if (!o.threads.empty()) t.threads = o.threads;
+    results = run_cluster_throughput(ts, t);
+  }
+  if (wants("watchdog")) {
+    cluster_watchdog_options w;
+    if (o.quick) {
+      w.leases = 1000;
+      w.lease = std::chrono::milliseconds(600);
+      w.period = std::chrono::milliseconds(200);
+    }
+    if (o.leases > 0) w.leases = o.leases;
+    if (o.watchdog_lease_ms > 0) w.lease = std::chrono::milliseconds(o.watchdog_lease_ms);
+    if (o.watchdog_period_ms > 0) w.period = std::chrono::milliseconds(o.watchdog_period_ms);
+    auto r = run_cluster_watchdog(ts, w);
+    results.insert(results.end(), std::make_move_iterator(r.begin()),
+                   std::make_move_iterator(r.end()));
+  }
+
+  if (o.json) {
+    out << nlohmann::ordered_json{{"scenarios", results}}.dump(2) << '\n';
+  } else {
+    out << '\n' << where << '\n' << settings_text << "\n\n";
+    out << format_results_table(results, o.with_extra);
+    out << cluster_references_text;
+  }
+  out.flush();
+  return results;
 }
 
 }  // namespace
 
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"uncontended", "throughput", "handoff", "watchdog"};
+  return names;
+}
+
+const std::vector<std::string>& topology_names() {
+  static const std::vector<std::string> names{"standalone", "cluster", "redlock"};
   return names;
 }
 
@@ -80,6 +194,17 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
   if (!(o.seconds > 0) || !std::isfinite(o.seconds)) {
     throw bench_usage_error("the duration of a measurement must be a positive number of seconds");
   }
+  const auto& topologies = topology_names();
+  if (std::find(topologies.begin(), topologies.end(), o.topology) == topologies.end()) {
+    throw bench_usage_error("unknown topology '" + o.topology +
+                            "' (expected standalone or cluster)");
+  }
+  if (o.topology == "redlock") {
+    throw bench_usage_error(
+        "--topology redlock (RedLock over independent masters) is reserved for a later "
+        "version; use standalone or cluster");
+  }
+  if (o.topology == "cluster") return run_on_cluster(o, out, say);
   const bool wants_throughput =
       std::find(chosen.begin(), chosen.end(), "throughput") != chosen.end();
   if (wants_throughput && !emb::server_available(o.redis_benchmark)) {

@@ -1,5 +1,6 @@
 // The lock benchmark as one call, shared by `dlock_lock_bench` and the CLI's `dlock bench`:
-// picks the server (a private redis-server unless a URL is given), runs the chosen scenarios,
+// picks the server (a private redis-server unless a URL is given; with topology "cluster" a
+// private server and a private 3-master cluster side by side), runs the chosen scenarios,
 // prints their results as a table or JSON, and optionally draws charts with gnuplot. The callers
 // only parse their flags and decide where progress and warnings go.
 #pragma once
@@ -18,13 +19,24 @@ namespace dlock::bench {
 /// "handoff", "watchdog".
 const std::vector<std::string>& scenario_names();
 
+/// The topologies bench_run_options::topology accepts: "standalone", "cluster", and "redlock"
+/// (reserved for a later version: run_bench refuses it with bench_usage_error).
+const std::vector<std::string>& topology_names();
+
 struct bench_run_options {
   /// Scenarios to run (names from scenario_names(), in any order; duplicates are ignored). They
   /// always run in scenario_names()'s order. Empty: all of them.
   std::vector<std::string> scenarios;
   /// The server (redis://, rediss:// or unix://). Empty: a private redis-server on a free
-  /// loopback port, started for the run and stopped at its end.
+  /// loopback port, started for the run and stopped at its end. Must be empty with
+  /// topology "cluster".
   std::string url;
+  /// "standalone": the scenarios on one server. "cluster": a private standalone redis-server
+  /// and a private 3-master Redis Cluster, both started for the run and stopped at its end,
+  /// and the throughput (threads 16 and 64) and watchdog scenarios on both, the cluster's
+  /// figures beside the standalone's (cluster_scenarios.hpp); only those two scenarios can be
+  /// chosen, and neither `url` nor `plot_dir` is accepted. "redlock": reserved.
+  std::string topology = "standalone";
   /// Duration of each measurement (dlock's and each reference's); bench_settings::seconds.
   double seconds = 3;
   /// Interleaved slices per measurement (bench_settings::rounds). 0: from `seconds`, one slice
@@ -52,15 +64,17 @@ struct bench_run_options {
   int watchdog_period_ms = 0;
 };
 
-/// Options that cannot work: an unknown scenario, a non-positive duration, a plot directory that
-/// cannot be created. Thrown before anything runs.
+/// Options that cannot work: an unknown scenario or topology, a non-positive duration, a plot
+/// directory that cannot be created, a combination the topology does not support. Thrown before
+/// anything runs.
 class bench_usage_error : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
 
-/// A program the run needs is not installed: redis-server (no URL given) or redis-benchmark
-/// (the throughput scenario). Thrown before anything runs; the message says what to install.
+/// A program the run needs is not installed: redis-server (no URL given), redis-benchmark
+/// (the standalone throughput scenario) or redis-cli (topology "cluster" creates the cluster
+/// with it). Thrown before anything runs; the message says what to install.
 class missing_program : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

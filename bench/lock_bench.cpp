@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   app.add_option("--url", o.url, "Use this server instead of starting an embedded one");
+  app.add_option("--topology", o.topology,
+                 "standalone, or cluster: throughput and watchdog on an embedded 3-master cluster "
+                 "beside an embedded server (redlock: reserved)")
+      ->check(CLI::IsMember(bench::topology_names()))
+      ->capture_default_str();
   app.add_flag("--json", o.json, "Print JSON instead of a table");
   app.add_flag("--quick", o.quick,
                "Smaller runs (threads 1,4; 1000 watchdog leases with short periods; no "

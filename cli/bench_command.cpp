@@ -21,6 +21,7 @@ int bench(const bench_args& args) {
   o.rounds = 0;  // from --seconds: one interleaved slice per 0.25 s, 1 to 6
   o.json = args.json;
   o.plot_dir = args.plot_dir;
+  o.topology = args.topology;
 
   progress_line line("dlock bench");  // erased on the way out, whatever happens
   std::ostringstream results;

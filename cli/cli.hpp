@@ -90,6 +90,9 @@ struct bench_args {
   double seconds = 3;                  // each measurement
   bool json = false;
   std::string plot_dir;  // empty: no charts
+  // standalone, or cluster: a private server and a private 3-master cluster side by side
+  // (redlock is reserved: a usage error).
+  std::string topology = "standalone";
 };
 int bench(const bench_args& args);
 

@@ -129,7 +129,8 @@ Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
 bool takes_value(std::string_view option) {
   static constexpr std::string_view with_value[] = {
       "--url",     "--wait",     "--ttl",   "--grace", "--kind",     "--lost-exit-code",
-      "--seconds", "--variants", "--loads", "--plot",  "--sentinel", "--replicas"};
+      "--seconds", "--variants", "--loads", "--plot",  "--sentinel", "--replicas",
+      "--topology"};
   return std::find(std::begin(with_value), std::end(with_value), option) != std::end(with_value);
 }
 
@@ -334,17 +335,27 @@ Examples:
   bench_cmd->add_flag("--json", bench_opts.json, "Print JSON (schema: docs/cli.md)");
   bench_cmd->add_option("--plot", bench_opts.plot_dir, "Also draw PNG charts (gnuplot) into DIR")
       ->type_name("DIR");
+  bench_cmd
+      ->add_option("--topology", bench_opts.topology,
+                   "standalone (default), or cluster: a private 3-master cluster beside a private "
+                   "server (throughput, watchdog); redlock is reserved")
+      ->check(CLI::IsMember(dlock::bench::topology_names()))
+      ->type_name("TOPOLOGY");
   bench_cmd->footer(R"(
 Scenarios: uncontended (lock+unlock pairs, one thread), throughput (pairs/s against threads,
 beside redis-benchmark), handoff (8 workers contending for one key, beside a try_acquire spin),
 watchdog (10,000 leases renewed in batches). Each row shows dlock, a reference measured in the
 same run and their ratio. The server is a private redis-server unless --url is given explicitly
 ($DLOCK_URL is not used: the benchmark loads the server and writes dlock-bench:* keys).
+--topology cluster starts a private 3-master Redis Cluster and a private redis-server (never
+--url) and runs throughput (16 and 64 threads) and watchdog on both: the cluster's figures
+beside the standalone's, their ratio, and the commands each master received.
 
 Examples:
   dlock bench --seconds 1
   dlock bench throughput handoff --plot /tmp/dlock-plots
-  dlock --url redis://redis.test:6379 bench uncontended --json)");
+  dlock --url redis://redis.test:6379 bench uncontended --json
+  dlock bench --topology cluster --seconds 2)");
 
   std::string holder_url, holder_name, holder_resource;
   auto* holder_cmd = app.add_subcommand("_demo-holder", "");

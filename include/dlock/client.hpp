@@ -5,17 +5,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dlock/redis/connection_options.hpp"
+#include "dlock/redis/reply.hpp"
 
 namespace dlock {
 
 class redis_client;
 class reentrant_lock;
+struct fenced_write_result;
 class simple_lock;
 
 namespace detail {
@@ -141,6 +144,12 @@ class DLOCK_API client {
   /// The underlying Redis connection, for commands of your own: the server, the current
   /// Sentinel master (it follows failovers), or on a cluster the master of slot 0.
   redis_client& redis() const noexcept;
+  /// Runs one command on the node that serves `key`: the server, the current Sentinel master,
+  /// or the cluster master owning `key`'s slot (MOVED and ASK followed). For your own
+  /// commands next to the locks, on any topology. Throws `dlock::error` with the server's text
+  /// (errc::server_error, wrong_type, ...), errc::timeout or connection_lost;
+  /// errc::invalid_argument when called on the client's I/O thread (inside a callback).
+  reply command(std::string_view key, std::initializer_list<std::string_view> args) const;
   /// Every master: the server, the Sentinel master, or each cluster master owning slots now
   /// (for commands that must visit them all, such as SCAN). The clients stay valid as long as
   /// this client.
@@ -149,6 +158,8 @@ class DLOCK_API client {
   const client_options& options() const noexcept;
 
  private:
+  friend DLOCK_API fenced_write_result fenced_set(const client& c, std::string_view key,
+                                                  std::string_view value, std::uint64_t fence);
   std::shared_ptr<detail::lock_core> core_;
 };
 

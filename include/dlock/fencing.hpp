@@ -28,6 +28,8 @@ struct fenced_write_result {
 /// cannot be asked; a rejection is not an error.
 DLOCK_API fenced_write_result fenced_set(redis_client& redis, std::string_view key,
                                          std::string_view value, std::uint64_t fence);
+/// The same through a dlock client: it reaches the node that serves `key` (the current Sentinel
+/// master, or the cluster master owning its slot, following redirects).
 DLOCK_API fenced_write_result fenced_set(const client& c, std::string_view key,
                                          std::string_view value, std::uint64_t fence);
 

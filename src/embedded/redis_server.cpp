@@ -20,22 +20,38 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::uint16_t pick_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// Binds `port` (0: any) on loopback and returns the port bound, or 0 if it is taken.
+std::uint16_t probe_port(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw server_error(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(port);
   socklen_t len = sizeof addr;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const int e = errno;
     ::close(fd);
+    if (e == EADDRINUSE && port != 0) return 0;
     throw server_error(std::string("cannot find a free port: ") + std::strerror(e));
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// The kernel's ephemeral choice is free, but may be too high for a port that needs a bus port
+// above it: draw again until both fit.
+std::uint16_t pick_free_port(std::uint16_t max_port = 65535, std::uint16_t bus_offset = 0) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::uint16_t port = probe_port(0);
+    if (port > max_port || port + bus_offset > 65535) continue;
+    if (bus_offset == 0 || probe_port(static_cast<std::uint16_t>(port + bus_offset)) != 0) {
+      return port;
+    }
+  }
+  throw server_error("cannot find a free port below " + std::to_string(max_port) +
+                     (bus_offset ? " with port+" + std::to_string(bus_offset) + " free" : ""));
 }
 
 bool answers_ping(const std::string& socket_path) {
@@ -89,9 +105,10 @@ redis_server::redis_server(server_options options) : options_(std::move(options)
   dir_ = tmpl;
   // Another process may take the port between our probe and the server's bind: try a few.
   for (int attempt = 0;; ++attempt) {
-    port_ = pick_free_port();
+    port_ = pick_free_port(options_.max_port, options_.bus_port_offset);
     if (!options_.tls_cert_file.empty()) tls_port_ = pick_free_port();
     try {
+      write_config();
       start();
       return;
     } catch (const server_error&) {
@@ -114,26 +131,21 @@ std::string redis_server::url() const {
   return "redis://127.0.0.1:" + std::to_string(port_);
 }
 
+void redis_server::write_config() {
+  if (!options_.config) return;
+  std::ofstream out(config_file(), std::ios::trunc);
+  out << options_.config(port_);
+  if (!out.flush()) throw server_error("cannot write " + config_file());
+}
+
 void redis_server::launch() {
-  std::vector<std::string> args = {options_.executable,
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   dir_ + "/redis.log",
-                                   "--unixsocket",
-                                   unix_socket(),
-                                   "--unixsocketperm",
-                                   "700"};
+  std::vector<std::string> args = {options_.executable};
+  // Redis takes a configuration file only as its first argument.
+  if (options_.config) args.push_back(config_file());
+  args.insert(args.end(),
+              {"--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir", dir_, "--save", "",
+               "--appendonly", "no", "--daemonize", "no", "--logfile", dir_ + "/redis.log",
+               "--unixsocket", unix_socket(), "--unixsocketperm", "700"});
   if (!options_.tls_cert_file.empty()) {
     args.insert(args.end(),
                 {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", options_.tls_cert_file,
@@ -157,8 +169,8 @@ void redis_server::start() {
     process_.reset();
     const std::string tail = log_tail();
     stop();
-    throw server_error("redis-server did not start on port " + std::to_string(port_) + ":\n" +
-                       tail);
+    throw server_error(options_.executable + " did not start on port " + std::to_string(port_) +
+                       ":\n" + tail);
   }
 }
 

@@ -4,6 +4,7 @@
 #include "dlock/error.hpp"
 #include "dlock/redis/client.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "locks/lock_core.hpp"
 
 namespace dlock {
 
@@ -27,18 +28,34 @@ std::string fence_record_key(std::string_view key) {
   return record.append("{").append(key).append("}");
 }
 
-fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,
-                               std::uint64_t fence) {
+namespace {
+
+const script& fenced_set_script() {
   static const script fenced{std::string(lua::fenced_set)};
-  const std::string record = fence_record_key(key);
-  const std::string token = std::to_string(fence);
-  const auto r = redis.eval(fenced, {key, record}, {token, value});
+  return fenced;
+}
+
+fenced_write_result result_of(const reply& r) {
   return {r.at(0).integer() == 1, static_cast<std::uint64_t>(r.at(1).integer())};
 }
 
+}  // namespace
+
+fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::string_view value,
+                               std::uint64_t fence) {
+  const std::string record = fence_record_key(key);
+  const std::string token = std::to_string(fence);
+  return result_of(redis.eval(fenced_set_script(), {key, record}, {token, value}));
+}
+
+// Through the client's topology, so that on a cluster it reaches the key's slot.
 fenced_write_result fenced_set(const client& c, std::string_view key, std::string_view value,
                                std::uint64_t fence) {
-  return fenced_set(c.redis(), key, value, fence);
+  const std::string record = fence_record_key(key);
+  const std::string token = std::to_string(fence);
+  const std::string_view keys[] = {key, record};
+  const std::string_view args[] = {token, value};
+  return result_of(c.core_->call(fenced_set_script(), key, keys, args));
 }
 
 }  // namespace dlock

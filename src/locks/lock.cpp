@@ -51,6 +51,10 @@ client_options client_options::cluster(const std::vector<std::string>& seed_urls
   return o;
 }
 
+reply client::command(std::string_view key, std::initializer_list<std::string_view> args) const {
+  return core_->command(key, std::span<const std::string_view>(args.begin(), args.size()));
+}
+
 std::vector<redis_client*> client::masters() const {
   return core_->topo().masters();
 }

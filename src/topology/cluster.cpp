@@ -223,8 +223,17 @@ void cluster_topology::on_reply(const std::shared_ptr<call>& c, node_id from, st
       }
     }
   }
+  if (ec == errc::connect_failed) {
+    // Never written (fail_unsent: its node is down and owns nothing now): the new owner may
+    // take it, and if the slot has none yet, the caller hears a passing loss of connection.
+    const auto owner = owner_[c->slot].load(std::memory_order_relaxed);
+    if (owner != from && net::clock::now() < c->deadline) {
+      send(c, owner, false);
+      return;
+    }
+    ec = errc::connection_lost;
+  }
   if (ec == errc::timeout || ec == errc::connection_lost) refresh_later();  // a failover?
-  (void)from;
   c->done(ec, std::move(r));
 }
 
@@ -301,7 +310,7 @@ void cluster_topology::apply(const slot_ranges& map) {
   }
   rehome_subscriptions();
   // Commands waiting for a node that is down and owns nothing any more (a failed-over master)
-  // fail now rather than at their deadlines; their callers retry, and reach the new owner.
+  // go to the new owner now rather than failing at their deadlines (on_reply resends them).
   std::vector<std::shared_ptr<node>> all;
   {
     lock_guard lock(nodes_mutex_);
@@ -309,7 +318,7 @@ void cluster_topology::apply(const slot_ranges& map) {
   }
   for (node_id id = 0; id < all.size(); ++id) {
     if ((id >= owns.size() || !owns[id]) && !all[id]->impl->commands->up()) {
-      all[id]->impl->commands->fail_unsent(errc::connection_lost);
+      all[id]->impl->commands->fail_unsent(errc::connect_failed);
     }
   }
 }

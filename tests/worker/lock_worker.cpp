@@ -5,6 +5,8 @@
 //   lock_worker hold    URL KIND NAME LEASE_MS PERIOD_MS RESOURCE
 //                       hold with the watchdog; when the lease is lost, try a fenced write
 //   lock_worker handoff URL KIND NAME THREADS             each thread acquires once, releases
+//
+// URL is a server's or a redis-sentinel:// URL, or "cluster:URL,URL..." for a cluster's seeds.
 #include <unistd.h>
 
 #include <condition_variable>
@@ -35,13 +37,13 @@ dlock::lease acquire(const dlock::client& c, const std::string& kind, const std:
 
 int count(const dlock::client& c, const std::string& kind, const std::string& name,
           const std::string& counter, int n) {
-  auto& redis = c.redis();
   for (int i = 0; i < n; ++i) {
     auto l = acquire(c, kind, name);
     // Deliberately not atomic: only the lock keeps two processes from losing an update.
-    const auto value = redis.command({"GET", counter});
+    const auto value = c.command(counter, {"GET", counter});
     const long next = value.is_nil() ? 1 : std::stol(value.str()) + 1;
-    redis.command({"SET", counter, std::to_string(next)});
+    const std::string text = std::to_string(next);
+    c.command(counter, {"SET", counter, text});
     if (!l.release()) {
       say("release-failed");
       return 1;
@@ -99,22 +101,36 @@ int handoff(const dlock::client& c, const std::string& kind, const std::string& 
   return 0;
 }
 
+dlock::client_options options_for(const std::string& target) {
+  constexpr std::string_view cluster = "cluster:";
+  if (!target.starts_with(cluster)) return dlock::client_options::from_url(target);
+  std::vector<std::string> seeds;
+  std::string_view rest = std::string_view(target).substr(cluster.size());
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    seeds.emplace_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return dlock::client_options::cluster(seeds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
   try {
     if (a.size() == 6 && a[0] == "count") {
-      return count(dlock::client(a[1]), a[2], a[3], a[4], std::stoi(a[5]));
+      return count(dlock::client(options_for(a[1])), a[2], a[3], a[4], std::stoi(a[5]));
     }
     if (a.size() == 7 && a[0] == "hold") {
-      auto o = dlock::client_options::from_url(a[1]);
+      auto o = options_for(a[1]);
       o.watchdog_lease = std::chrono::milliseconds(std::stol(a[4]));
       o.watchdog_period = std::chrono::milliseconds(std::stol(a[5]));
       return hold(dlock::client(o), a[2], a[3], a[6]);
     }
     if (a.size() == 5 && a[0] == "handoff") {
-      return handoff(dlock::client(a[1]), a[2], a[3], std::stoi(a[4]));
+      return handoff(dlock::client(options_for(a[1])), a[2], a[3], std::stoi(a[4]));
     }
   } catch (const std::exception& e) {
     say(std::string("error ") + e.what());

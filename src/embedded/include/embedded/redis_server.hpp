@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,14 @@ struct server_options {
   std::string tls_ca_file;
   /// How long start() waits for the server to answer PING.
   std::chrono::milliseconds start_timeout{15000};
+  /// If set, the text of a configuration file, given the port chosen for the server: written to
+  /// `redis.conf` in the server's directory before the first start and passed ahead of the
+  /// directives. The server may rewrite it (a sentinel keeps its state there).
+  std::function<std::string(std::uint16_t port)> config;
+  /// The highest port the server may listen on.
+  std::uint16_t max_port = 65535;
+  /// If non-zero, `port + bus_port_offset` must be free as well (a cluster node's bus port).
+  std::uint16_t bus_port_offset = 0;
 };
 
 /// Thrown when redis-server is missing or fails to start; the message includes the tail of its
@@ -73,12 +82,15 @@ class redis_server {
   std::uint16_t tls_port() const noexcept { return tls_port_; }
   const std::string& dir() const noexcept { return dir_; }
   std::string unix_socket() const { return dir_ + "/redis.sock"; }
+  /// The configuration file written from `server_options::config`; empty if there is none.
+  std::string config_file() const { return options_.config ? dir_ + "/redis.conf" : std::string(); }
   /// redis://127.0.0.1:PORT
   std::string url() const;
   /// The last lines of the server's log, for failure messages.
   std::string log_tail(std::size_t lines = 20) const;
 
  private:
+  void write_config();
   void launch();
   bool wait_ready(std::chrono::steady_clock::time_point deadline);
 

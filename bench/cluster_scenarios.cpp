@@ -1,0 +1,426 @@
+#include "cluster_scenarios.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include <dlock/dlock.hpp>
+
+#include "bench_support.hpp"
+
+namespace dlock::bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* const standalone_name = "the same on one standalone redis-server";
+
+void report(const bench_settings& s, const std::string& message) {
+  if (s.progress) s.progress(message);
+}
+
+double ratio_of(double a, double b) {
+  return b != 0 ? a / b : 0;
+}
+double ratio_of(std::uint64_t a, std::uint64_t b) {
+  return ratio_of(static_cast<double>(a), static_cast<double>(b));
+}
+
+void add_extra(scenario_result& r, std::string key, double v) {
+  r.extra.push_back({std::move(key), v});
+}
+void add_extra(scenario_result& r, std::string key, std::string v) {
+  r.extra.push_back({std::move(key), std::move(v)});
+}
+
+void check(const topology_settings& s) {
+  if (s.standalone.url.empty()) throw std::invalid_argument("topology_settings: no standalone url");
+  if (s.cluster_seeds.empty()) throw std::invalid_argument("topology_settings: no cluster seeds");
+  if (!(s.standalone.seconds > 0)) throw std::invalid_argument("seconds must be positive");
+}
+
+// ---- per-master counters ----
+
+// "host:port" of a master: its label in the results.
+std::string address_of(const redis_client& r) {
+  return r.options().host + ":" + std::to_string(r.options().port);
+}
+
+struct node_delta {
+  std::uint64_t commands = 0;
+  std::uint64_t writes = 0;
+};
+using node_deltas = std::map<std::string, node_delta>;
+using node_counters = std::map<std::string, client_counters>;
+
+// Every master's command-connection counters (the one server on a standalone topology). Read
+// on both sides of a window: the masters serving slots do not change while nothing fails.
+node_counters master_counters(const client& c) {
+  node_counters out;
+  for (const auto* m : c.masters())
+    out[address_of(*m)] = m->counters();
+  return out;
+}
+
+void accumulate(node_deltas& into, const node_counters& before, const node_counters& after) {
+  for (const auto& [address, a] : after) {
+    const auto b = before.find(address);
+    const client_counters zero{};
+    const auto& from = b == before.end() ? zero : b->second;
+    auto& d = into[address];
+    d.commands += a.commands_sent - from.commands_sent;
+    d.writes += a.writes - from.writes;
+  }
+}
+
+node_delta total(const node_deltas& d) {
+  node_delta t;
+  for (const auto& [address, n] : d) {
+    t.commands += n.commands;
+    t.writes += n.writes;
+  }
+  return t;
+}
+
+// How many of `names` live on each master, as the cluster itself says (CLUSTER KEYSLOT and
+// CLUSTER SLOTS): the commands' spread is only as even as the locks' spread.
+std::map<std::string, std::size_t> names_per_master(const client& c,
+                                                    const std::vector<std::string>& names) {
+  const auto masters = c.masters();
+  std::map<std::int64_t, std::string> label_of_port;  // ports are unique on one host
+  for (const auto* m : masters)
+    label_of_port[m->options().port] = address_of(*m);
+  auto& any = *masters.front();
+  const auto ranges = any.command({"CLUSTER", "SLOTS"});
+  std::map<std::string, std::size_t> out;
+  for (const auto& name : names) {
+    const auto slot = any.command({"CLUSTER", "KEYSLOT", name}).integer();
+    for (const auto& range : ranges.elements()) {
+      const auto& e = range.elements();
+      if (slot < e.at(0).integer() || slot > e.at(1).integer()) continue;
+      const auto port = e.at(2).elements().at(1).integer();
+      const auto label = label_of_port.find(port);
+      ++out[label == label_of_port.end() ? "port " + std::to_string(port) : label->second];
+    }
+  }
+  return out;
+}
+
+std::uint64_t redirects(const client_stats& s) {
+  return s.moved_redirects + s.ask_redirects;
+}
+
+// ---- throughput ----
+
+struct side {
+  std::string name;
+  std::unique_ptr<client> c;
+  std::vector<simple_lock> locks;
+  // Per thread count:
+  std::vector<double> rates;  // one per slice
+  std::uint64_t steps = 0;
+  node_deltas nodes;
+};
+
+void measure_slice(const bench_settings& s, side& sd, int threads, double slice,
+                   const lease_options& lo) {
+  node_counters before, after;
+  const auto run = run_timed(
+      threads, slice,
+      [&](int i) {
+        auto l = sd.locks[static_cast<std::size_t>(i)].acquire(lo);
+        if (!l) throw std::runtime_error("cluster throughput: a private key was not granted");
+        if (!l.release()) throw std::runtime_error("cluster throughput: release failed");
+      },
+      [&] { before = master_counters(*sd.c); }, [&] { after = master_counters(*sd.c); });
+  sd.rates.push_back(run.rate());
+  sd.steps += run.steps;
+  accumulate(sd.nodes, before, after);
+  report(s, format("cluster throughput %3d threads: %-10s %10.0f pairs/s", threads, sd.name.c_str(),
+                   run.rate()));
+}
+
+}  // namespace
+
+std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
+                                                    const cluster_throughput_options& o) {
+  check(ts);
+  const auto& s = ts.standalone;
+  if (o.threads.empty()) return {};
+  side standalone, cluster;
+  standalone.name = "standalone";
+  standalone.c = std::make_unique<client>(s.url);
+  cluster.name = "cluster";
+  cluster.c = std::make_unique<client>(client_options::cluster(ts.cluster_seeds));
+  const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
+  std::vector<std::string> names;
+  for (int i = 0; i < max_threads; ++i)
+    names.push_back("dlock-bench:tp:" + std::to_string(i));
+  for (auto* sd : {&standalone, &cluster}) {
+    for (const auto& n : names)
+      sd->locks.push_back(sd->c->simple(n));
+  }
+  lease_options lo;
+  lo.lease_time = o.lease;
+
+  const int rounds = std::max(1, s.rounds);
+  const double slice = s.seconds / rounds;
+  const std::size_t masters = cluster.c->masters().size();
+  std::vector<scenario_result> results;
+  for (const int threads : o.threads) {
+    for (auto* sd : {&standalone, &cluster}) {
+      sd->rates.clear();
+      sd->steps = 0;
+      sd->nodes.clear();
+    }
+    const auto stats_before = cluster.c->stats();
+    for (int round = 0; round < rounds; ++round) {
+      // Alternate which side goes first, so that drift on a noisy machine hits both alike.
+      std::array<side*, 2> order{&standalone, &cluster};
+      if (round % 2 == 1) std::swap(order[0], order[1]);
+      for (auto* sd : order)
+        measure_slice(s, *sd, threads, slice, lo);
+    }
+    const auto stats_after = cluster.c->stats();
+
+    const double ours = median(cluster.rates);
+    const double ref = median(standalone.rates);
+    const auto c_total = total(cluster.nodes);
+    const auto s_total = total(standalone.nodes);
+    const std::string name = "cluster.throughput.threads=" + std::to_string(threads);
+
+    scenario_result pairs{name, "pairs/s", ours, ref, standalone_name, ratio_of(ours, ref), "", {}};
+    add_extra(pairs, "threads", static_cast<double>(threads));
+    add_extra(pairs, "cluster_masters", static_cast<double>(masters));
+    add_extra(pairs, "slices_per_topology", static_cast<double>(rounds));
+    add_extra(pairs, "cluster_commands_per_pair", ratio_of(c_total.commands, cluster.steps));
+    add_extra(pairs, "standalone_commands_per_pair", ratio_of(s_total.commands, standalone.steps));
+    add_extra(pairs, "cluster_commands_per_write", ratio_of(c_total.commands, c_total.writes));
+    add_extra(pairs, "standalone_commands_per_write", ratio_of(s_total.commands, s_total.writes));
+    add_extra(pairs, "cluster_redirects",
+              static_cast<double>(redirects(stats_after) - redirects(stats_before)));
+    add_extra(
+        pairs, "cluster_slot_map_refreshes",
+        static_cast<double>(stats_after.slot_map_refreshes - stats_before.slot_map_refreshes));
+    add_extra(pairs, "note",
+              "median of interleaved slices per topology; one client, N threads, distinct keys");
+    results.push_back(std::move(pairs));
+
+    // The spread: the busiest master's share of the commands, beside an even spread.
+    const auto locks_on = names_per_master(
+        *cluster.c, std::vector<std::string>(names.begin(), names.begin() + threads));
+    std::uint64_t busiest = 0;
+    for (const auto& [address, n] : cluster.nodes)
+      busiest = std::max(busiest, n.commands);
+    const double share = ratio_of(busiest, c_total.commands);
+    const double even = masters > 0 ? 1.0 / static_cast<double>(masters) : 0;
+    scenario_result spread{name,
+                           "busiest master's share of commands",
+                           share,
+                           even,
+                           format("an even spread over %zu masters", masters),
+                           ratio_of(share, even),
+                           "",
+                           {}};
+    // Masters are numbered in address order, the same in every row of the run: stable keys
+    // for JSON readers, with each master's address beside them.
+    std::size_t index = 0;
+    for (const auto& [address, n] : cluster.nodes) {
+      const auto locks = locks_on.find(address);
+      const std::string m = "master_" + std::to_string(++index);
+      add_extra(spread, m, address);
+      add_extra(spread, m + "_commands", static_cast<double>(n.commands));
+      add_extra(spread, m + "_share", ratio_of(n.commands, c_total.commands));
+      add_extra(spread, m + "_locks",
+                static_cast<double>(locks == locks_on.end() ? 0 : locks->second));
+    }
+    add_extra(spread, "standalone_commands", static_cast<double>(s_total.commands));
+    add_extra(spread, "note",
+              "commands per master: redis_client::counters().commands_sent of each of "
+              "client::masters(), summed over the timed slices; each thread's lock lives on the "
+              "master of its slot");
+    results.push_back(std::move(spread));
+  }
+  return results;
+}
+
+// =============================================================================================
+// watchdog
+
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+struct watchdog_figures {
+  std::uint64_t rounds = 0;
+  std::uint64_t calls = 0;
+  std::uint64_t renewed = 0;
+  std::uint64_t lost = 0;
+  std::size_t valid_at_end = 0;
+  node_deltas nodes;
+  double window_s = 0;
+  double cpu_share = 0;
+  double acquire_s = 0;
+  node_delta all() const { return total(nodes); }
+  double per_write() const { return ratio_of(renewed, all().writes); }
+  double per_round(std::uint64_t n) const { return ratio_of(n, rounds); }
+};
+
+watchdog_figures hold_and_measure(const bench_settings& s, client_options co,
+                                  const cluster_watchdog_options& o, const std::string& label) {
+  co.watchdog_lease = o.lease;
+  co.watchdog_period = o.period;
+  co.renewal_batch = o.renewal_batch;
+  client c(co);
+  watchdog_figures f;
+  std::vector<lease> leases;
+  leases.reserve(o.leases);
+
+  // Single attempts (no waiting machinery), many in flight at once.
+  const auto t_acquire = clock_type::now();
+  constexpr std::size_t wave = 1000;
+  for (std::size_t from = 0; from < o.leases; from += wave) {
+    std::vector<std::future<lease>> pending;
+    for (std::size_t i = from; i < std::min(o.leases, from + wave); ++i)
+      pending.push_back(c.reentrant("dlock-bench:wd:" + std::to_string(i)).acquire_future(-1ms));
+    for (auto& p : pending) {
+      leases.push_back(p.get());
+      if (!leases.back())
+        throw std::runtime_error("cluster watchdog: a fresh lock was not granted");
+    }
+  }
+  f.acquire_s = seconds_between(t_acquire, clock_type::now());
+  report(s, format("cluster watchdog: %-10s %zu leases taken in %.2f s", label.c_str(),
+                   leases.size(), f.acquire_s));
+
+  // Counters are read at quiet moments (no renewal in flight), so that every call and write
+  // counted has had its replies counted too: rounds and calls move when a round is sent,
+  // leases_renewed as its replies arrive.
+  const auto quiet_stats = [&](clock_type::time_point deadline) {
+    auto a = c.stats();
+    for (;;) {
+      std::this_thread::sleep_for(30ms);
+      auto b = c.stats();
+      if ((b.renewal_rounds == a.renewal_rounds && b.renewal_calls == a.renewal_calls &&
+           b.leases_renewed == a.leases_renewed) ||
+          clock_type::now() >= deadline) {
+        return b;
+      }
+      a = b;
+    }
+  };
+  const auto wait_rounds = [&](std::uint64_t total_rounds, clock_type::time_point deadline) {
+    while (c.stats().renewal_rounds < total_rounds && clock_type::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+  };
+  // Let one round pass first, so the window starts in the steady state.
+  wait_rounds(c.stats().renewal_rounds + 1, clock_type::now() + 3 * o.period);
+  const auto before = quiet_stats(clock_type::now() + o.period);
+  const auto nodes_before = master_counters(c);
+
+  const int periods = std::max(
+      {2, o.periods,
+       static_cast<int>(std::ceil(s.seconds * 1000.0 / static_cast<double>(o.period.count())))});
+  const double cpu0 = cpu_seconds();
+  const auto t0 = clock_type::now();
+  std::this_thread::sleep_for(o.period * periods);
+  f.cpu_share = (cpu_seconds() - cpu0) / seconds_between(t0, clock_type::now());
+  wait_rounds(before.renewal_rounds + static_cast<std::uint64_t>(periods),
+              clock_type::now() + 2 * o.period);
+  const auto after = quiet_stats(clock_type::now() + o.period);
+  accumulate(f.nodes, nodes_before, master_counters(c));
+  f.window_s = seconds_between(t0, clock_type::now());
+
+  f.rounds = after.renewal_rounds - before.renewal_rounds;
+  f.calls = after.renewal_calls - before.renewal_calls;
+  f.renewed = after.leases_renewed - before.leases_renewed;
+  f.lost = after.leases_lost;
+  for (const auto& l : leases)
+    f.valid_at_end += l.valid() ? 1 : 0;
+  report(s, format("cluster watchdog: %-10s %" PRIu64 " rounds, %" PRIu64 " calls, %" PRIu64
+                   " writes, %" PRIu64 " renewals",
+                   label.c_str(), f.rounds, f.calls, f.all().writes, f.renewed));
+  leases.clear();  // released before the client goes
+  return f;
+}
+
+}  // namespace
+
+std::vector<scenario_result> run_cluster_watchdog(const topology_settings& ts,
+                                                  const cluster_watchdog_options& o) {
+  check(ts);
+  if (o.leases == 0) throw std::invalid_argument("cluster watchdog needs at least one lease");
+  const auto& s = ts.standalone;
+  const auto st = hold_and_measure(s, client_options::from_url(s.url), o, "standalone");
+  const auto cl = hold_and_measure(s, client_options::cluster(ts.cluster_seeds), o, "cluster");
+
+  const std::string config = format(
+      "%zu leases per topology, lease %lld ms, period %lld ms, "
+      "batch %zu",
+      o.leases, static_cast<long long>(o.lease.count()), static_cast<long long>(o.period.count()),
+      o.renewal_batch);
+  const auto add_common = [&](scenario_result& r) {
+    add_extra(r, "config", config);
+    for (const auto& [prefix, f] : {std::pair{"standalone", &st}, std::pair{"cluster", &cl}}) {
+      const std::string p = std::string(prefix) + "_";
+      add_extra(r, p + "renewal_rounds", static_cast<double>(f->rounds));
+      add_extra(r, p + "leases_renewed_per_round", f->per_round(f->renewed));
+      add_extra(r, p + "renewal_calls_per_round", f->per_round(f->calls));
+      add_extra(r, p + "writes_per_round", f->per_round(f->all().writes));
+      add_extra(r, p + "leases_per_renewal_call", ratio_of(f->renewed, f->calls));
+      add_extra(r, p + "leases_lost", static_cast<double>(f->lost));
+      add_extra(r, p + "leases_valid_at_end", static_cast<double>(f->valid_at_end));
+      add_extra(r, p + "window_s", f->window_s);
+    }
+  };
+  const auto row = [&](const std::string& metric, double ours, double ref, std::string target) {
+    scenario_result r{"cluster.watchdog", metric, ours, ref, standalone_name, ratio_of(ours, ref),
+                      std::move(target),  {}};
+    add_common(r);
+    return r;
+  };
+
+  std::vector<scenario_result> results;
+  auto per_write = row("leases renewed per round trip per node", cl.per_write(), st.per_write(),
+                       ">= 100 leases per round trip per node");
+  std::size_t index = 0;
+  for (const auto& [address, n] : cl.nodes) {
+    const std::string m = "master_" + std::to_string(++index);
+    add_extra(per_write, m, address);
+    add_extra(per_write, m + "_writes_per_round", cl.per_round(n.writes));
+    add_extra(per_write, m + "_renewal_calls_per_round", cl.per_round(n.commands));
+  }
+  add_extra(per_write, "note",
+            "leases_renewed delta / sum of the writes deltas of client::masters(), over whole "
+            "renewal rounds; a write to one node is one round trip to it. A renewal call renews "
+            "leases of one slot, so on a cluster calls are per slot, and each node's calls of a "
+            "round leave pipelined");
+  results.push_back(std::move(per_write));
+  results.push_back(
+      row("renewal calls per round", cl.per_round(cl.calls), st.per_round(st.calls), ""));
+  auto cpu = row("client CPU % of a core", 100 * cl.cpu_share, 100 * st.cpu_share, "< 5 % (both)");
+  add_extra(cpu, "cluster_acquire_s", cl.acquire_s);
+  add_extra(cpu, "standalone_acquire_s", st.acquire_s);
+  results.push_back(std::move(cpu));
+  return results;
+}
+
+}  // namespace dlock::bench

@@ -1,0 +1,433 @@
+#include "embedded/redis_cluster.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "embedded/process.hpp"
+#include "embedded/resp_client.hpp"
+#include "poller.hpp"
+
+namespace dlock::embedded {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+constexpr std::uint16_t slot_count = 16384;
+// The cluster bus listens on port + 10000 unless cluster-port says otherwise, and older
+// servers have no cluster-port: keep to the rule every version follows.
+constexpr std::uint16_t bus_offset = 10000;
+
+std::uint16_t as_port(const resp_value& v) {
+  return static_cast<std::uint16_t>(v.type == resp_value::kind::integer ? v.integer
+                                                                        : std::stol(v.text));
+}
+
+// One line of CLUSTER NODES: "<id> <ip:port@cport[,host]> <flags> <master-id> ...".
+struct node_line {
+  std::string id, flags, master_id;
+  std::uint16_t port = 0;
+};
+
+std::vector<node_line> parse_nodes(const std::string& text) {
+  std::vector<node_line> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    node_line n;
+    std::string addr;
+    if (!(fields >> n.id >> addr >> n.flags >> n.master_id)) continue;
+    const auto colon = addr.rfind(':', addr.find('@'));
+    if (colon == std::string::npos) continue;
+    n.port = static_cast<std::uint16_t>(std::stoul(addr.substr(colon + 1)));
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
+
+}  // namespace
+
+bool cluster_available() {
+  return server_available("redis-server") && server_available("redis-cli");
+}
+
+redis_cluster::redis_cluster(cluster_options options) : options_(std::move(options)) {
+  if (options_.masters < 3 || options_.replicas_per_master < 0) {
+    throw server_error("redis_cluster: redis-cli creates clusters of 3 masters or more");
+  }
+  if (!server_available("redis-cli")) {
+    throw server_error("redis-cli not found; install it (Debian: apt-get install redis-tools)");
+  }
+  server_options o;
+  o.max_port = 65535 - bus_offset;
+  o.bus_port_offset = bus_offset;
+  o.extra_args = {"--cluster-enabled", "yes", "--cluster-node-timeout",
+                  std::to_string(options_.node_timeout.count()),
+                  // relative to --dir: each node's own directory
+                  "--cluster-config-file", "nodes.conf", "--appendonly", "no", "--save", "",
+                  "--repl-diskless-sync-delay", "0",
+                  // Fail over however long ago the replica last heard from its master: on a
+                  // loaded test machine its data age is no reason to leave the slots unserved.
+                  "--cluster-replica-validity-factor", "0"};
+  o.extra_args.insert(o.extra_args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  const int total = options_.masters * (1 + options_.replicas_per_master);
+  for (int i = 0; i < total; ++i) {
+    nodes_.push_back(std::make_unique<redis_server>(o));
+    ids_.push_back(resp_client(nodes_.back()->port()).checked({"CLUSTER", "MYID"}).text);
+  }
+  create();
+  wait_healthy(options_.start_timeout);
+}
+
+redis_cluster::~redis_cluster() {
+  // SIGKILL rather than a shutdown: nothing here is worth saving, and a master shutting down
+  // would wait for its replicas while the others start failing it over.
+  for (auto& n : nodes_)
+    n->kill();
+}
+
+void redis_cluster::create() {
+  std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
+  for (const auto& n : nodes_)
+    args.push_back("127.0.0.1:" + std::to_string(n->port()));
+  args.insert(args.end(), {"--cluster-replicas", std::to_string(options_.replicas_per_master),
+                           "--cluster-yes"});
+  child_process cli(args, {.capture_stdout = true, .merge_stderr = true});
+  const auto deadline = clock::now() + options_.start_timeout;
+  std::string output;
+  while (auto line = cli.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::max(deadline - clock::now(), clock::duration::zero())))) {
+    output += *line + "\n";
+  }
+  // EOF normally; at the deadline redis-cli is still waiting for the nodes to join.
+  const int status = cli.wait(clock::now() < deadline ? 5000ms : 0ms);
+  if (status != 0) {
+    throw server_error("redis-cli --cluster create failed (status " + std::to_string(status) +
+                       "):\n" + output + describe());
+  }
+}
+
+std::vector<std::string> redis_cluster::seed_urls() const {
+  std::vector<std::string> urls;
+  for (const auto& n : nodes_)
+    urls.push_back(n->url());
+  return urls;
+}
+
+std::size_t redis_cluster::index_of_port(std::uint16_t port) const {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i]->port() == port) return i;
+  }
+  throw server_error("port " + std::to_string(port) + " is not a node of this cluster");
+}
+
+redis_cluster::slot_map redis_cluster::slots_of(std::size_t i) {
+  const auto reply = resp_client(node(i).port()).checked({"CLUSTER", "SLOTS"});
+  slot_map map;
+  for (const auto& r : reply.elements) {
+    if (r.elements.size() < 3 || r.elements[2].elements.size() < 2) {
+      throw server_error("unexpected CLUSTER SLOTS entry: " + r.to_string());
+    }
+    slot_range range;
+    range.first = static_cast<std::uint16_t>(r.elements[0].integer);
+    range.last = static_cast<std::uint16_t>(r.elements[1].integer);
+    range.master_port = as_port(r.elements[2].elements[1]);
+    for (std::size_t k = 3; k < r.elements.size(); ++k) {
+      if (r.elements[k].elements.size() >= 2) {
+        range.replica_ports.push_back(as_port(r.elements[k].elements[1]));
+      }
+    }
+    map.push_back(std::move(range));
+  }
+  std::sort(map.begin(), map.end(),
+            [](const slot_range& a, const slot_range& b) { return a.first < b.first; });
+  return map;
+}
+
+redis_cluster::slot_map redis_cluster::any_slots() {
+  std::string why = "no node is running";
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    try {
+      return slots_of(i);
+    } catch (const server_error& e) {
+      why = e.what();
+    }
+  }
+  throw server_error("no cluster node answers CLUSTER SLOTS: " + why);
+}
+
+std::vector<std::size_t> redis_cluster::master_indexes() {
+  std::set<std::size_t> masters;
+  for (const auto& r : any_slots())
+    masters.insert(index_of_port(r.master_port));
+  return {masters.begin(), masters.end()};
+}
+
+std::size_t redis_cluster::master_of_slot(std::uint16_t slot) {
+  for (const auto& r : any_slots()) {
+    if (r.first <= slot && slot <= r.last) return index_of_port(r.master_port);
+  }
+  throw server_error("slot " + std::to_string(slot) + " is not assigned");
+}
+
+std::uint16_t redis_cluster::key_slot(std::string_view key) {
+  // Only the part between the first '{' and the first '}' after it is hashed, if not empty.
+  if (const auto open = key.find('{'); open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close != open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  std::uint16_t crc = 0;  // CRC16-CCITT, XMODEM variant: polynomial 0x1021, initial value 0
+  for (const char c : key) {
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(c) << 8);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = static_cast<std::uint16_t>((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+  }
+  return crc % slot_count;
+}
+
+std::string redis_cluster::health_problem() {
+  slot_map reference;
+  std::size_t reference_node = nodes_.size();
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    const std::string who =
+        "node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) + "): ";
+    try {
+      resp_client c(nodes_[i]->port());
+      const auto info = c.checked({"CLUSTER", "INFO"}).text;
+      if (const auto s = info_field(info, "cluster_state"); s != "ok") {
+        return who + "cluster_state:" + s;
+      }
+      if (const auto s = info_field(info, "cluster_slots_assigned"); s != "16384") {
+        return who + "cluster_slots_assigned:" + s;
+      }
+      if (const auto s = info_field(info, "cluster_known_nodes"); s != std::to_string(size())) {
+        return who + "cluster_known_nodes:" + s;
+      }
+      const auto replication = c.checked({"INFO", "replication"}).text;
+      if (info_field(replication, "role") == "slave" &&
+          info_field(replication, "master_link_status") != "up") {
+        return who + "master_link_status:" + info_field(replication, "master_link_status");
+      }
+      auto map = slots_of(i);
+      if (reference_node == nodes_.size()) {
+        reference = std::move(map);
+        reference_node = i;
+      } else if (map != reference) {
+        return who + "disagrees with node " + std::to_string(reference_node) + " on slot owners";
+      }
+    } catch (const server_error& e) {
+      return who + e.what();
+    }
+  }
+  if (reference_node == nodes_.size()) return "no node is running";
+  std::size_t covered = 0;
+  for (const auto& r : reference) {
+    covered += r.last - r.first + 1u;
+    const auto owner = index_of_port(r.master_port);
+    if (!nodes_[owner]->running()) {
+      return "slots " + std::to_string(r.first) + "-" + std::to_string(r.last) +
+             " are served by node " + std::to_string(owner) + ", which is not running";
+    }
+  }
+  if (covered != slot_count) return "CLUSTER SLOTS covers " + std::to_string(covered) + " slots";
+  return {};
+}
+
+void redis_cluster::wait_healthy(std::chrono::milliseconds timeout) {
+  poller p(timeout);
+  std::string problem;
+  do {
+    problem = health_problem();
+    if (problem.empty()) return;
+  } while (p.again());
+  throw server_error("the cluster is not healthy after " + ms(timeout) + ": " + problem + "\n" +
+                     describe());
+}
+
+std::string redis_cluster::describe() {
+  std::string out;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    try {
+      out += "CLUSTER NODES from node " + std::to_string(i) + ":\n" +
+             resp_client(nodes_[i]->port(), {}, 1s).checked({"CLUSTER", "NODES"}).text;
+      break;
+    } catch (const server_error&) {
+    }
+  }
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    out += "--- node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) +
+           (nodes_[i]->running() ? ", pid " + std::to_string(nodes_[i]->pid()) : ", not running") +
+           "), log tail:\n" + nodes_[i]->log_tail(8);
+  }
+  return out;
+}
+
+redis_cluster::killed_master redis_cluster::snapshot(std::size_t master) {
+  const auto port = node(master).port();
+  // Asked of the master itself while it lives; afterwards only the others know.
+  std::size_t asked = master;
+  if (!node(master).running()) {
+    asked = nodes_.size();
+    for (std::size_t i = 0; i < nodes_.size() && asked == nodes_.size(); ++i) {
+      if (nodes_[i]->running()) asked = i;
+    }
+    if (asked == nodes_.size()) throw server_error("no cluster node is running");
+  }
+  killed_master k;
+  for (const auto& r : slots_of(asked)) {
+    if (r.master_port == port) k.ranges.push_back(r);
+  }
+  // CLUSTER SLOTS leaves out replicas it considers unusable; CLUSTER NODES lists every one.
+  const auto nodes = resp_client(node(asked).port()).checked({"CLUSTER", "NODES"}).text;
+  for (const auto& n : parse_nodes(nodes)) {
+    if (n.master_id == ids_.at(master) && n.flags.find("slave") != std::string::npos) {
+      k.replicas.push_back(index_of_port(n.port));
+    }
+  }
+  return k;
+}
+
+void redis_cluster::kill_node(std::size_t i) {
+  if (node(i).running()) {
+    try {
+      auto k = snapshot(i);
+      if (!k.ranges.empty()) killed_[i] = std::move(k);
+    } catch (const server_error&) {
+      // wait_failover asks the survivors instead
+    }
+  }
+  node(i).kill();
+}
+
+std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::milliseconds timeout) {
+  const auto it = killed_.find(killed);
+  const killed_master k = it != killed_.end() ? it->second : snapshot(killed);
+  if (k.ranges.empty()) {
+    throw server_error("wait_failover: node " + std::to_string(killed) + " served no slots");
+  }
+  if (k.replicas.empty()) {
+    throw server_error("wait_failover: node " + std::to_string(killed) + " has no replica");
+  }
+  // A replica has taken over once it says so and every running node routes the slots to it.
+  auto took_over = [&](std::size_t r) {
+    const auto port = node(r).port();
+    const auto role = resp_client(port).checked({"ROLE"});
+    if (role.elements.empty() || role.elements[0].text != "master") return false;
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      if (!nodes_[n]->running()) continue;
+      const auto map = slots_of(n);
+      for (const auto& want : k.ranges) {
+        std::size_t served = 0;
+        for (const auto& have : map) {
+          if (have.master_port != port || have.last < want.first || have.first > want.last) {
+            continue;
+          }
+          served += std::min(have.last, want.last) - std::max(have.first, want.first) + 1u;
+        }
+        if (served != want.last - want.first + 1u) return false;
+      }
+    }
+    return true;
+  };
+  poller p(timeout);
+  std::string last_error;
+  do {
+    for (const auto r : k.replicas) {
+      if (!node(r).running()) continue;
+      try {
+        if (took_over(r)) {
+          killed_.erase(killed);
+          return r;
+        }
+      } catch (const server_error& e) {
+        last_error = e.what();
+      }
+    }
+  } while (p.again());
+  throw server_error("no replica of node " + std::to_string(killed) + " took over its slots in " +
+                     ms(timeout) + (last_error.empty() ? "" : " (" + last_error + ")") + "\n" +
+                     describe());
+}
+
+void redis_cluster::begin_migration(std::uint16_t slot, std::size_t from, std::size_t to) {
+  const auto s = std::to_string(slot);
+  // Importing first: from the moment the source says MIGRATING, its ASK redirects must be
+  // honoured by the target.
+  resp_client(node(to).port()).checked({"CLUSTER", "SETSLOT", s, "IMPORTING", node_id(from)});
+  resp_client(node(from).port()).checked({"CLUSTER", "SETSLOT", s, "MIGRATING", node_id(to)});
+}
+
+std::size_t redis_cluster::move_keys(std::uint16_t slot, std::size_t from, std::size_t to,
+                                     std::size_t max_keys) {
+  resp_client source(node(from).port());
+  std::size_t moved = 0;
+  while (moved < max_keys) {
+    const auto batch = std::min<std::size_t>(max_keys - moved, 100);
+    const auto keys =
+        source.checked({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), std::to_string(batch)});
+    if (keys.elements.empty()) break;
+    // REPLACE: while the slot migrates, the source's copy of a key is the one clients see.
+    std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(node(to).port()),
+                                     "",        "0",         "5000",
+                                     "REPLACE", "KEYS"};
+    for (const auto& key : keys.elements)
+      args.push_back(key.text);
+    source.checked(args);
+    moved += keys.elements.size();
+  }
+  return moved;
+}
+
+void redis_cluster::finish_migration(std::uint16_t slot, std::size_t from, std::size_t to) {
+  move_keys(slot, from, to, static_cast<std::size_t>(-1));
+  const auto s = std::to_string(slot);
+  // The target first, so that the slot never has no owner willing to serve it; then the source,
+  // which stops redirecting with ASK; then the other masters, so that gossip need not.
+  std::vector<std::size_t> order = {to, from};
+  for (const auto m : master_indexes()) {
+    if (m != to && m != from) order.push_back(m);
+  }
+  for (const auto n : order)
+    resp_client(node(n).port()).checked({"CLUSTER", "SETSLOT", s, "NODE", node_id(to)});
+  poller p(std::max<std::chrono::milliseconds>(options_.node_timeout * 10, 10s));
+  std::string problem;
+  do {
+    problem.clear();
+    for (std::size_t n = 0; n < nodes_.size() && problem.empty(); ++n) {
+      if (!nodes_[n]->running()) continue;
+      try {
+        bool owned = false;
+        for (const auto& r : slots_of(n)) {
+          owned = owned || (r.first <= slot && slot <= r.last && r.master_port == node(to).port());
+        }
+        if (!owned)
+          problem = "node " + std::to_string(n) + " does not route the slot to node " +
+                    std::to_string(to);
+      } catch (const server_error& e) {
+        problem = e.what();
+      }
+    }
+    if (problem.empty()) return;
+  } while (p.again());
+  throw server_error("finish_migration of slot " + s + ": " + problem + "\n" + describe());
+}
+
+void redis_cluster::migrate_slot(std::uint16_t slot, std::size_t from, std::size_t to,
+                                 bool finish) {
+  begin_migration(slot, from, to);
+  move_keys(slot, from, to, static_cast<std::size_t>(-1));
+  if (finish) finish_migration(slot, from, to);
+}
+
+}  // namespace dlock::embedded
