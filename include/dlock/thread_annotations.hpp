@@ -15,3 +15,6 @@
 #define DLOCK_TRY_ACQUIRE(...) DLOCK_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #define DLOCK_GUARDED_BY(x) DLOCK_THREAD_ANNOTATION(guarded_by(x))
 #define DLOCK_REQUIRES(...) DLOCK_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
+/// For code that deliberately does what the analysis forbids (a test unlocking a lock it does
+/// not hold, to check that nothing happens).
+#define DLOCK_NO_THREAD_SAFETY_ANALYSIS DLOCK_THREAD_ANNOTATION(no_thread_safety_analysis)

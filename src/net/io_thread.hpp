@@ -38,6 +38,27 @@ class io_thread {
 
   /// Stops the loop and joins the thread. Pending handlers are destroyed, not run. Idempotent.
   void stop() noexcept;
+  /// False once stop() has been called. Only meaningful on the thread that would call stop().
+  bool running() const noexcept { return thread_.joinable(); }
+
+  /// Runs `close` on the I/O thread, lets the handlers it cancelled run, then runs `release`
+  /// there too, and returns once it has: how objects with handlers on this thread are let go
+  /// while it keeps running. Not from the I/O thread itself.
+  template <class Close, class Release>
+  void close_then_release(Close&& close, Release&& release) {
+    std::promise<void> released;
+    asio::post(context_, [&] {
+      close();
+      // Posted from this thread, the release queues behind the completions the close just
+      // cancelled (a post from another thread could overtake them: asio keeps completions made
+      // inside a handler in a thread-private queue until the handler returns).
+      asio::post(context_, [&] {
+        release();
+        released.set_value();
+      });
+    });
+    released.get_future().wait();
+  }
 
  private:
   asio::io_context context_{1};

@@ -78,13 +78,14 @@ void redis_client::impl::connect() {
   });
   auto [ec, detail] = first.get_future().get();
   if (ec) {
-    io.run([&] { commands->close(errc::client_closed); });
     if (owns_io) {
+      io.run([&] { commands->close(errc::client_closed); });
       io.stop();
     } else {
       // The shared thread goes on: let the handlers the close cancelled run first, then let the
       // connection go on that thread, where nothing can be touching it any more.
-      io.run([&] { commands.reset(); });
+      io.close_then_release([&] { commands->close(errc::client_closed); },
+                            [&] { commands.reset(); });
     }
     throw error(ec, detail);
   }

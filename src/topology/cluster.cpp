@@ -67,33 +67,71 @@ cluster_topology::cluster_topology(const std::vector<connection_options>& seeds,
   }
   // The map is read from the first seed that answers, from this (the caller's) thread: a
   // failure here is the constructor's to report.
-  std::string failures;
-  std::optional<slot_ranges> map;
-  for (const auto& seed : seeds) {
-    try {
-      auto probe = redis_client_access::on_shared_io(seed, io_);
-      const auto r = probe->command({"CLUSTER", "SLOTS"});
-      map = parse_cluster_slots(r, seed.host);
-      if (map && !map->ranges.empty()) break;
-      failures += (failures.empty() ? "" : "; ") + seed.redacted_url() + ": no slots assigned";
-      map.reset();
-    } catch (const error& e) {
-      if (std::string_view(e.what()).find("cluster support disabled") != std::string_view::npos) {
-        throw error(errc::invalid_argument,
-                    seed.redacted_url() + " is not in cluster mode (cluster support disabled)");
+  try {
+    std::string failures;
+    std::optional<slot_ranges> map;
+    for (const auto& seed : seeds) {
+      std::unique_ptr<redis_client> probe;
+      try {
+        probe = redis_client_access::on_shared_io(seed, io_);
+        const auto r = probe->command({"CLUSTER", "SLOTS"});
+        map = parse_cluster_slots(r, seed.host);
+        if (!map || map->ranges.empty()) {
+          failures += (failures.empty() ? "" : "; ") + seed.redacted_url() + ": no slots assigned";
+          map.reset();
+        }
+      } catch (const error& e) {
+        if (std::string_view(e.what()).find("cluster support disabled") != std::string_view::npos) {
+          release_on_io(std::move(probe));
+          throw error(errc::invalid_argument,
+                      seed.redacted_url() + " is not in cluster mode (cluster support disabled)");
+        }
+        failures += (failures.empty() ? "" : "; ") + seed.redacted_url() + ": " + e.what();
       }
-      failures += (failures.empty() ? "" : "; ") + seed.redacted_url() + ": " + e.what();
+      release_on_io(std::move(probe));
+      if (map) break;
     }
+    if (!map) throw error(errc::connect_failed, "no cluster seed gave a slot map: " + failures);
+    io_->run([&] {
+      for (const auto& seed : seeds)
+        node_for({seed.host, seed.port});
+      apply(*map);
+    });
+  } catch (...) {
+    discard_nodes();
+    throw;
   }
-  if (!map) throw error(errc::connect_failed, "no cluster seed gave a slot map: " + failures);
-  io_->run([&] {
-    for (const auto& seed : seeds)
-      node_for({seed.host, seed.port});
-    apply(*map);
-  });
 }
 
-cluster_topology::~cluster_topology() = default;
+cluster_topology::~cluster_topology() {
+  // Normally the client stopped the I/O thread first; a constructor that failed did not.
+  if (io_->running()) discard_nodes();
+}
+
+void cluster_topology::release_on_io(std::unique_ptr<redis_client> c) {
+  if (!c) return;
+  auto& impl = redis_client_access::get(*c);
+  io_->close_then_release(
+      [&] {
+        if (impl.subscriber_) impl.subscriber_->close();
+        impl.commands->close(errc::client_closed);
+      },
+      [&] { c.reset(); });
+}
+
+void cluster_topology::discard_nodes() {
+  io_->run([this] {
+    closed_ = true;
+    refresh_timer_.cancel();
+  });
+  std::vector<std::shared_ptr<node>> all;
+  {
+    lock_guard lock(nodes_mutex_);
+    all.swap(nodes_);
+  }
+  for (auto& n : all)
+    release_on_io(std::move(n->client));
+}
 
 std::shared_ptr<cluster_topology::node> cluster_topology::node_at(node_id id) const {
   lock_guard lock(nodes_mutex_);

@@ -59,6 +59,8 @@ class cluster_topology final : public topology {
   };
 
   std::shared_ptr<node> node_at(node_id id) const;
+  void release_on_io(std::unique_ptr<redis_client> c);
+  void discard_nodes();
   node_id node_for(const node_address& address);
   void send(const std::shared_ptr<call>& c, node_id target, bool asking);
   void on_reply(const std::shared_ptr<call>& c, node_id from, std::error_code ec, reply r);

@@ -31,6 +31,16 @@ class sentinel_watch {
     });
   }
 
+  ~sentinel_watch() {
+    // Normally the client stopped the I/O thread first; a constructor that failed did not.
+    if (!io_->running()) return;
+    io_->close_then_release([this] { close(); },
+                            [this] {
+                              askers_.clear();
+                              followers_.clear();
+                            });
+  }
+
   /// Asks every sentinel at once; the first that names the master wins. I/O thread only.
   void resolve(resolved done) {
     struct round {
