@@ -102,7 +102,18 @@ resp_value resp_client::operator()(const std::vector<std::string>& args) {
   const auto deadline = clock::now() + timeout_;
   try {
     send_all(out, deadline);
-    auto value = read_value(deadline, 0);
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+  return read();
+}
+
+resp_value resp_client::read() {
+  if (fd_ < 0) throw server_error("connection to port " + std::to_string(port_) + " is broken");
+  try {
+    auto value = read_value(clock::now() + timeout_, 0);
     buffer_.erase(0, pos_);
     pos_ = 0;
     return value;

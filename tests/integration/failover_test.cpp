@@ -12,6 +12,7 @@
 #include "dlock/dlock.hpp"
 #include "embedded/redis_cluster.hpp"
 #include "embedded/redis_sentinel_set.hpp"
+#include "embedded/resp_client.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -180,6 +181,56 @@ TEST(ClusterLocks, AFailoverResumesAcquisitionsAndKeepsAcknowledgedLeases) {
   EXPECT_FALSE(lost.load());
   EXPECT_TRUE(l.valid());
   EXPECT_TRUE(l.release());
+}
+
+// Redisson on a Redis 7 cluster publishes its unlock message with SPUBLISH on the lock's slot
+// (its scripts take the publish command as an argument). Written out here as a foreign client:
+// a dlock waiter must wake on that message alone, and a dlock release must reach a foreign
+// SSUBSCRIBEr there.
+TEST(ClusterLocks, RedissonsShardedUnlockMessagesWakeDlockWaitersAndTheOtherWayRound) {
+  redis_cluster cluster;
+  const std::string name = "interop";
+  const std::string channel = "redisson_lock__channel:{interop}";
+  raw_redis raw(cluster.node(cluster.master_of_slot(redis_cluster::key_slot(name))).port());
+  constexpr const char* redisson_style_acquire =
+      "if redis.call('exists', KEYS[1]) == 0 then redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+      "redis.call('pexpire', KEYS[1], ARGV[1]) return nil end return redis.call('pttl', KEYS[1])";
+  constexpr const char* redisson_style_release =
+      "if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end "
+      "if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then "
+      "redis.call('pexpire', KEYS[1], ARGV[2]) return 0 end "
+      "redis.call('del', KEYS[1]) redis.call(ARGV[4], KEYS[2], ARGV[1]) return 1";
+  EXPECT_TRUE(
+      raw({"EVAL", redisson_style_acquire, "1", name, "30000", "redisson-uuid:7"}).is_nil());
+
+  auto o = client_options::cluster(cluster.seed_urls());
+  o.max_recheck = 60s;  // only the message can wake the waiter in time
+  client c(o);
+  auto waiting = c.reentrant(name).acquire_future(50s);
+  const auto limit = steady::now() + 30s;
+  while (raw({"PUBSUB", "SHARDNUMSUB", channel}).at(1).integer() < 1) {
+    ASSERT_LT(steady::now(), limit) << "the waiter never subscribed on the slot's node";
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(raw({"EVAL", redisson_style_release, "2", name, channel, "0", "30000",
+                 "redisson-uuid:7", "spublish"})
+                .integer(),
+            1);
+  ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready)
+      << "the lease (30 s) and the recheck (60 s) are far away: the SPUBLISH must wake it";
+  auto l = waiting.get();
+  ASSERT_TRUE(l);
+
+  // The other way: a foreign SSUBSCRIBEr on the slot's node hears dlock's release.
+  embedded::resp_client listener(
+      cluster.node(cluster.master_of_slot(redis_cluster::key_slot(name))).port());
+  listener({"SSUBSCRIBE", channel});
+  EXPECT_TRUE(l.release());
+  const auto message = listener.read();
+  ASSERT_EQ(message.elements.size(), 3u) << message.to_string();
+  EXPECT_EQ(message.elements[0].text, "smessage");
+  EXPECT_EQ(message.elements[1].text, channel);
+  EXPECT_EQ(message.elements[2].text, "0");
 }
 
 TEST(ClusterLocks, ANameWhoseKeysSpanTwoSlotsIsRefusedClearly) {

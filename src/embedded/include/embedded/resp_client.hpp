@@ -40,6 +40,9 @@ class resp_client {
   resp_value operator()(const std::vector<std::string>& args);
   /// As operator(), but an error reply throws `server_error` too.
   resp_value checked(const std::vector<std::string>& args);
+  /// Reads the next value without sending anything: a message pushed to a subscribed
+  /// connection. Throws `server_error` if none comes within the timeout.
+  resp_value read();
 
  private:
   void send_all(const std::string& data, std::chrono::steady_clock::time_point deadline);
