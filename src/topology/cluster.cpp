@@ -217,11 +217,9 @@ void cluster_topology::send(const std::shared_ptr<call>& c, node_id target, bool
   std::vector<std::string_view> args(c->args.begin(), c->args.end());
   if (!c->eval_script) {
     connection.submit(args, c->deadline, std::move(reply_to));
-  } else if (c->durable == durability::replicas && ack_.replicas > 0) {
-    eval_acknowledged(connection, *c->eval_script, keys, args, c->deadline, ack_,
-                      std::move(reply_to));
   } else {
-    connection.submit_eval(*c->eval_script, keys, args, c->deadline, std::move(reply_to));
+    eval_on(connection, *c->eval_script, keys, args, c->deadline, c->durable, ack_,
+            std::move(reply_to));
   }
 }
 

@@ -1,6 +1,5 @@
 #include "topology/standalone.hpp"
 
-#include "dlock/error.hpp"
 #include "net/redis_client_impl.hpp"
 
 namespace dlock::detail {
@@ -33,17 +32,7 @@ void standalone_topology::eval(node_id, const script& s, std::span<const std::st
                                std::span<const std::string_view> args,
                                net::clock::time_point deadline, durability d,
                                net::reply_callback done) {
-  if (d == durability::master || ack_.replicas <= 0) {
-    impl_.commands->submit_eval(s, keys, args, deadline, std::move(done));
-    return;
-  }
-  eval_acknowledged(*impl_.commands, s, keys, args, deadline, ack_,
-                    [this, done = std::move(done)](std::error_code ec, reply r) {
-                      if (ec == errc::not_replicated) {
-                        counters_.not_replicated.fetch_add(1, std::memory_order_relaxed);
-                      }
-                      done(ec, std::move(r));
-                    });
+  eval_on(*impl_.commands, s, keys, args, deadline, d, ack_, std::move(done));
 }
 
 void standalone_topology::command(std::string_view, std::span<const std::string_view> args,

@@ -101,6 +101,12 @@ class topology {
   const topology_counters& counters() const noexcept { return counters_; }
 
  protected:
+  /// Sends `s` on `c`, with WAIT behind it when `d` asks for replicas and `ack` has some; counts
+  /// writes too few replicas acknowledged. For implementations' eval.
+  void eval_on(net::connection& c, const script& s, std::span<const std::string_view> keys,
+               std::span<const std::string_view> args, net::clock::time_point deadline,
+               durability d, write_ack ack, net::reply_callback done);
+
   topology_counters counters_;
 };
 
