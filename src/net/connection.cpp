@@ -187,9 +187,11 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
   const std::string& tail = p.eval_tail;
   const std::size_t count = 2 + p.eval_tail_count;
   enqueue(std::move(p), [&](std::string& out) {
+    detail::assume_held(mutex_);  // enqueue encodes under the lock
+    const bool loaded = !loaded_scripts_.insert(s.sha1()).second;
     wire::encode_array_header(out, count);
-    wire::encode_bulk(out, "EVALSHA");
-    wire::encode_bulk(out, s.sha1());
+    wire::encode_bulk(out, loaded ? "EVALSHA" : "EVAL");
+    wire::encode_bulk(out, loaded ? std::string_view(s.sha1()) : s.source());
     out += tail;
   });
 }
@@ -316,6 +318,12 @@ void connection::dispatch(reply&& r) {
   if (p.finished) return;
   if (r.is_error()) {
     if (p.eval_script && r.str().starts_with("NOSCRIPT")) {
+      // The server forgot it (SCRIPT FLUSH) without a reconnect. This retry goes out behind
+      // whatever was submitted since: the one case where calls may run out of order.
+      {
+        detail::lock_guard lock(mutex_);
+        loaded_scripts_.erase(p.eval_script->sha1());
+      }
       resend_as_eval(std::move(p));
       return;
     }

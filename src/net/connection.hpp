@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "core/sync.hpp"
 #include "dlock/redis/connection_options.hpp"
@@ -167,6 +168,11 @@ class connection {
   std::deque<pending> inflight_ DLOCK_GUARDED_BY(mutex_);  // written, awaiting replies, in order
   bool writer_active_ DLOCK_GUARDED_BY(mutex_) = false;    // a thread is sending the outbox
   bool closed_ DLOCK_GUARDED_BY(mutex_) = false;
+  // Scripts this connection has sent in full (EVAL) since it last connected: later calls use
+  // EVALSHA. Sending a script's first call as EVAL, rather than EVALSHA and a NOSCRIPT retry,
+  // keeps every call in the order it was submitted: a retry would go out behind later commands
+  // (a drop of a grant would land after the next grant with the same token, and delete it).
+  std::unordered_set<std::string> loaded_scripts_ DLOCK_GUARDED_BY(mutex_);
   std::error_code close_reason_ DLOCK_GUARDED_BY(mutex_);
   clock::time_point timer_at_ DLOCK_GUARDED_BY(mutex_) = clock::time_point::max();
 

@@ -100,6 +100,7 @@ void connection::fail_unsent(std::error_code reason) {
   {
     detail::lock_guard lock(mutex_);
     outbox_.clear();
+    loaded_scripts_.clear();
     failed.swap(outbox_pending_);
   }
   for (auto& p : failed) {
@@ -159,6 +160,7 @@ void connection::connection_failed(std::error_code ec) {
     failed.swap(inflight_);
     writer_active_ = false;
     outbox_.clear();
+    loaded_scripts_.clear();
     for (auto& p : outbox_pending_)
       failed.push_back(std::move(p));
     outbox_pending_.clear();
@@ -196,6 +198,7 @@ void connection::close(std::error_code reason) {
     closed_ = true;
     close_reason_ = reason;
     outbox_.clear();
+    loaded_scripts_.clear();
     for (auto& p : outbox_pending_)
       failed.push_back(std::move(p));
     outbox_pending_.clear();

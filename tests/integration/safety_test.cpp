@@ -126,6 +126,8 @@ TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
   ASSERT_TRUE(l) << "the lock was free and the wait had time left";
   EXPECT_TRUE(valid_when_returned) << "a grant that was dead on arrival was handed out";
   EXPECT_GE(waiter.stats().grants_born_dead, 1u);
+  // The undo of the dead grant and the next grant carry the same token: the undo must run
+  // first (calls on a connection stay in order, even a script's first call on it).
   EXPECT_EQ(l.release_checked(), release_outcome::released);
 }
 
