@@ -123,7 +123,8 @@ class DLOCK_API redis_client {
       std::span<const std::string_view> args,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
-  /// Runs `s` with EVALSHA (falling back to EVAL on NOSCRIPT) and waits for its reply. Throws as
+  /// Runs `s` (EVAL on its first call on the connection, then EVALSHA; see `script`) and waits
+  /// for its reply. Throws as
   /// `command` does; a script runtime error is errc::server_error with the server's message.
   reply eval(const script& s, std::span<const std::string_view> keys,
              std::span<const std::string_view> args,

@@ -8,9 +8,10 @@
 
 namespace dlock {
 
-/// A server-side Lua script. Cheap to copy (the text is shared). Calls through a `redis_client`
-/// send `EVALSHA`; when the server answers NOSCRIPT (after `SCRIPT FLUSH` or a restart) the call
-/// is retried once as `EVAL`, which also caches the script again. Callers never see NOSCRIPT.
+/// A server-side Lua script. Cheap to copy (the text is shared). The first call of a script on a
+/// connection (and the first after each reconnect) sends it in full with `EVAL`, later calls
+/// `EVALSHA`, so calls run in the order they were made. If the server forgets it meanwhile
+/// (`SCRIPT FLUSH`), the NOSCRIPT call is retried once as `EVAL`. Callers never see NOSCRIPT.
 class DLOCK_API script {
  public:
   /// Hashes `source` (SHA1, as Redis does). Throws `dlock::error(errc::invalid_argument)` if the
