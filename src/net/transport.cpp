@@ -69,6 +69,9 @@ class ip_transport : public stream_transport<Stream> {
         this->options_.host, std::to_string(this->options_.port),
         [self = this->shared_from_this(), this, done = std::move(done)](
             std::error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
+          // Name resolution runs on asio's own thread and cannot be interrupted: its completion
+          // may come after close(), when whoever asked may be gone. Nothing is reported then.
+          if (closed_) return;
           if (ec) {
             done(errc::connect_failed,
                  "cannot resolve " + endpoint_text(this->options_) + ": " + ec.message());
@@ -87,6 +90,7 @@ class ip_transport : public stream_transport<Stream> {
         });
   }
   void close() noexcept override {
+    closed_ = true;
     resolver_.cancel();
     std::error_code ignored;
     socket().close(ignored);
@@ -98,6 +102,7 @@ class ip_transport : public stream_transport<Stream> {
 
  private:
   asio::ip::tcp::resolver resolver_;
+  bool closed_ = false;  // I/O thread only
 };
 
 class tcp_transport final : public ip_transport<asio::ip::tcp::socket> {
