@@ -153,6 +153,9 @@ class connection {
   void on_deadline_timer();
   void arm_keepalive();
   void schedule_reconnect();
+  /// Everything in flight and queued, in order, leaving the queues and the outbox empty.
+  std::deque<pending> take_all_locked() DLOCK_REQUIRES(mutex_);
+  static void fail_all(std::deque<pending>& failed, std::error_code reason);
 
   io_thread& io_;
   connection_options options_;  // host and port change only on the I/O thread (retarget)

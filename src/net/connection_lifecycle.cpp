@@ -108,6 +108,23 @@ void connection::fail_unsent(std::error_code reason) {
   }
 }
 
+std::deque<connection::pending> connection::take_all_locked() {
+  std::deque<pending> taken;
+  taken.swap(inflight_);
+  for (auto& p : outbox_pending_)
+    taken.push_back(std::move(p));
+  outbox_pending_.clear();
+  outbox_.clear();
+  loaded_scripts_.clear();  // whatever was queued to load them is gone too
+  return taken;
+}
+
+void connection::fail_all(std::deque<pending>& failed, std::error_code reason) {
+  for (auto& p : failed) {
+    if (!p.finished) p.done(reason, {});
+  }
+}
+
 void connection::retarget(const std::string& host, std::uint16_t port) {
   if (state_ == state::closed) return;
   const bool moved = options_.host != host || options_.port != port || !options_.unix_path.empty();
@@ -157,17 +174,10 @@ void connection::connection_failed(std::error_code ec) {
   std::deque<pending> failed;
   {
     detail::lock_guard lock(mutex_);
-    failed.swap(inflight_);
     writer_active_ = false;
-    outbox_.clear();
-    loaded_scripts_.clear();
-    for (auto& p : outbox_pending_)
-      failed.push_back(std::move(p));
-    outbox_pending_.clear();
+    failed = take_all_locked();
   }
-  for (auto& p : failed) {
-    if (!p.finished) p.done(errc::connection_lost, {});
-  }
+  fail_all(failed, errc::connection_lost);
   schedule_reconnect();
 }
 
@@ -194,18 +204,11 @@ void connection::close(std::error_code reason) {
   std::deque<pending> failed;
   {
     detail::lock_guard lock(mutex_);
-    failed.swap(inflight_);
     closed_ = true;
     close_reason_ = reason;
-    outbox_.clear();
-    loaded_scripts_.clear();
-    for (auto& p : outbox_pending_)
-      failed.push_back(std::move(p));
-    outbox_pending_.clear();
+    failed = take_all_locked();
   }
-  for (auto& p : failed) {
-    if (!p.finished) p.done(reason, {});
-  }
+  fail_all(failed, reason);
   if (first_attempt_) std::exchange(first_attempt_, nullptr)(reason, "connection closed");
 }
 
