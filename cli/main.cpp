@@ -39,8 +39,8 @@ std::string message_of(const dlock::error& e) {
 std::string resolve_url(const std::vector<std::string>& urls) {
   if (urls.size() > 1) {
     throw failure(exit_usage,
-                  "several --url (RedLock over independent masters) are not "
-                  "supported by this version; give one");
+                  "this command takes one --url (several are for run, status, ls and "
+                  "unlock: RedLock's masters)");
   }
   if (!urls.empty()) return urls.front();
   if (const char* env = std::getenv("DLOCK_URL"); env && *env) return env;
@@ -74,6 +74,8 @@ dlock::client_options resolve_target(const target_flags& flags) {
       if (const char* p = std::getenv("DLOCK_MASTER_PASSWORD")) o.connection.password = p;
       return o;
     }
+    // Several servers without --cluster or --sentinel: RedLock's independent masters.
+    if (flags.urls.size() > 1) return client_options::redlock_masters(flags.urls);
     return client_options::from_url(resolve_url(flags.urls));
   } catch (const dlock::error& e) {
     throw failure(exit_code_for(e), message_of(e));
@@ -202,7 +204,7 @@ int main_impl(int argc, char** argv) {
   // One value per --url: a vector option would otherwise swallow the arguments after it.
   app.add_option("--url", urls,
                  "Redis URL (repeatable: cluster seeds with --cluster, sentinels with "
-                 "--sentinel; several without either = RedLock, reserved)")
+                 "--sentinel; three or more without either = RedLock's independent masters)")
       ->type_name("URL")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

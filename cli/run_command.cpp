@@ -200,8 +200,13 @@ int run(const run_args& args) {
         }
         held = std::move(result.held);
         if (!held) {
+          const auto masters = args.target.redlock.masters.size();
           throw failure(exit_not_acquired,
-                        args.name + " is held by someone else" +
+                        args.name +
+                            (masters > 0 ? " was not granted by a majority of the " +
+                                               std::to_string(masters) +
+                                               " RedLock masters (held, or masters unreachable)"
+                                         : " is held by someone else") +
                             (args.wait && args.wait->count() > 0
                                  ? "; not acquired within " + describe(*args.wait)
                                  : ""));

@@ -34,18 +34,33 @@ struct sentinel_options {
   std::vector<connection_options> sentinels;
 };
 
+/// RedLock: the same lock on several independent masters, held while a majority holds it
+/// (docs/redlock.md says when that is worth it, and what it assumes).
+struct redlock_options {
+  /// The masters, each with its own credentials and TLS settings: at least 3 (5 is usual),
+  /// none a replica of another. Empty: not RedLock.
+  std::vector<connection_options> masters;
+  /// A master's answer to an acquisition counts only within this share of the lease (0.05:
+  /// 1.5 s of a 30 s lease); a slower master counts as not granting, so a stalled master
+  /// cannot hold acquisitions up. Between 0 and 0.5.
+  double node_timeout_factor = 0.05;
+};
+
 /// Settings of a client: where Redis is, and how leases and waiting behave.
 ///
 /// The deployment is one of: a standalone server (`connection`), a Sentinel-managed master
-/// (`sentinel.master_name` set), or a Redis Cluster (`cluster_seeds` set). For Sentinel and
-/// Cluster, `connection` holds what every data node shares (credentials, database, TLS,
-/// timeouts); its host and port are not used.
+/// (`sentinel.master_name` set), a Redis Cluster (`cluster_seeds` set), or RedLock over
+/// independent masters (`redlock.masters` set). For Sentinel and Cluster, `connection` holds
+/// what every data node shares (credentials, database, TLS, timeouts); its host and port are
+/// not used. RedLock's masters carry their own.
 struct DLOCK_API client_options {
   connection_options connection;
   /// Sentinel: the master's name and the sentinels. Empty master_name: not Sentinel.
   sentinel_options sentinel;
   /// Cluster: one or more nodes of the cluster to read the slot map from. Empty: not a cluster.
   std::vector<connection_options> cluster_seeds;
+  /// RedLock: the independent masters and how long each may take. Empty masters: not RedLock.
+  redlock_options redlock;
   /// A grant (and a watchdog renewal) counts only once this many replicas acknowledged it
   /// (WAIT after the script, on the same connection). A grant fewer replicas acknowledge
   /// within `replica_ack_timeout` is undone and retried while the caller's wait lasts, then
@@ -66,6 +81,11 @@ struct DLOCK_API client_options {
   std::chrono::milliseconds max_recheck{1'000};
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
+  /// Clock drift allowance: a lease counts as valid for `lease - elapsed - (drift_factor *
+  /// lease + drift_floor)`, elapsed counted from when the attempt (or renewal) was sent, on
+  /// every topology. 1 % + 2 ms is RedLock's allowance. drift_factor in [0, 0.5).
+  double drift_factor = 0.01;
+  std::chrono::milliseconds drift_floor{2};
   /// Where fencing tokens come from. Empty (the default): one counter per lock name,
   /// `redisson_lock_token:{NAME}`, as Redisson's fenced lock keeps it; that key stays after the
   /// lock is gone, one per name ever locked. Set to a key name to draw every lock's tokens from
@@ -86,6 +106,10 @@ struct DLOCK_API client_options {
   /// 0); the first seed's credentials, TLS and timeouts apply to every node. Throws as
   /// from_url does, or errc::invalid_argument for an empty list.
   static client_options cluster(const std::vector<std::string>& seed_urls);
+  /// Options for RedLock over the independent masters at `master_urls` (redis://, rediss://
+  /// or unix://; each URL's credentials, TLS and timeouts are that master's own). Throws as
+  /// from_url does, or errc::invalid_argument for fewer than 3 URLs.
+  static client_options redlock_masters(const std::vector<std::string>& master_urls);
 };
 
 /// What a client is doing, for monitoring and tests.
@@ -111,10 +135,15 @@ struct client_stats {
   std::uint64_t slot_map_refreshes = 0;
   /// Sentinel: times the client moved to another master.
   std::uint64_t master_switches = 0;
+  /// RedLock: attempts that no majority granted (each released on every master), answers
+  /// that came after their round was decided, and fence write-backs sent.
+  std::uint64_t redlock_misses = 0;
+  std::uint64_t redlock_late_answers = 0;
+  std::uint64_t redlock_fence_raises = 0;
 };
 
-/// A client of one Redis deployment (a server, a Sentinel-managed master, a cluster) that
-/// hands out locks. Copies are cheap and share one
+/// A client of one Redis deployment (a server, a Sentinel-managed master, a cluster, or RedLock's
+/// independent masters) that hands out locks. Copies are cheap and share one
 /// connection, one I/O thread, one watchdog and one pub/sub subscription per waited-on lock;
 /// everything closes when the last copy, lock and lease is gone (asynchronous acquisitions still
 /// waiting then complete with errc::client_closed). Do not let the last of them go inside a
@@ -142,15 +171,17 @@ class DLOCK_API client {
   /// This client's UUID, the prefix of its reentrant owner ids.
   const std::string& id() const noexcept;
   /// The underlying Redis connection, for commands of your own: the server, the current
-  /// Sentinel master (it follows failovers), or on a cluster the master of slot 0.
+  /// Sentinel master (it follows failovers), on a cluster the master of slot 0, for RedLock the
+  /// first master.
   redis_client& redis() const noexcept;
   /// Runs one command on the node that serves `key`: the server, the current Sentinel master,
-  /// or the cluster master owning `key`'s slot (MOVED and ASK followed). For your own
-  /// commands next to the locks, on any topology. Throws `dlock::error` with the server's text
-  /// (errc::server_error, wrong_type, ...), errc::timeout or connection_lost;
+  /// the cluster master owning `key`'s slot (MOVED and ASK followed), or RedLock's first master.
+  /// For your own commands next to the locks, on any topology. Throws `dlock::error` with the
+  /// server's text (errc::server_error, wrong_type, ...), errc::timeout or connection_lost;
   /// errc::invalid_argument when called on the client's I/O thread (inside a callback).
   reply command(std::string_view key, std::initializer_list<std::string_view> args) const;
-  /// Every master: the server, the Sentinel master, or each cluster master owning slots now
+  /// Every master: the server, the Sentinel master, each cluster master owning slots now, or
+  /// each RedLock master
   /// (for commands that must visit them all, such as SCAN). The clients stay valid as long as
   /// this client.
   std::vector<redis_client*> masters() const;

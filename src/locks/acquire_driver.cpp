@@ -85,6 +85,7 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
   } claim{activity_, *o};
   if (o->finished) return;
   const auto now = steady::now();
+  o->machine.note_round_trip(now - sent_at);
   if (ec == errc::not_replicated) {
     on_unreplicated_grant(o, r, now);
     return;

@@ -1,6 +1,7 @@
 #include "locks/acquire_machine.hpp"
 
 #include <algorithm>
+#include <random>
 
 #include "dlock/error.hpp"
 
@@ -10,6 +11,16 @@ steady::time_point saturating_add(steady::time_point now, std::chrono::milliseco
   const auto room =
       std::chrono::duration_cast<std::chrono::milliseconds>(steady::time_point::max() - now);
   return d >= room ? steady::time_point::max() : now + d;
+}
+
+acquire_machine::acquire_machine(acquire_limits limits, std::function<double()> uniform)
+    : limits_(limits), uniform_(std::move(uniform)) {
+  if (!uniform_ && limits_.jitter_round_trips > 0) {
+    uniform_ = [] {
+      thread_local std::minstd_rand engine{std::random_device{}()};
+      return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+    };
+  }
 }
 
 acquire_machine::step acquire_machine::attempt(steady::time_point now) {
@@ -36,14 +47,24 @@ acquire_machine::step acquire_machine::on_granted() {
 acquire_machine::step acquire_machine::on_busy(std::int64_t pttl_ms, steady::time_point now) {
   backoff_ = std::chrono::milliseconds(0);
   if (limits_.single_attempt || now >= limits_.deadline) return {step_kind::not_acquired};
-  if (pttl_ms == -2) return attempt(now);  // released between the check and the PTTL
+  steady::duration jitter{0};
+  if (limits_.jitter_round_trips > 0) {
+    jitter = std::chrono::duration_cast<steady::duration>(round_trip_ * limits_.jitter_round_trips *
+                                                          uniform_());
+    jitter_until_ = now + jitter;
+  }
+  // Released between the check and the PTTL: free now.
+  if (pttl_ms == -2 && jitter == steady::duration::zero()) return attempt(now);
   auto sleep = limits_.max_recheck;
   if (pttl_ms >= 0) sleep = std::min(sleep, std::chrono::milliseconds(pttl_ms));
-  return wait_until(saturating_add(now, sleep));
+  if (pttl_ms == -2) sleep = std::chrono::milliseconds(0);
+  const auto until = saturating_add(now, sleep);
+  return wait_until(until == steady::time_point::max() ? until : until + jitter);
 }
 
 acquire_machine::step acquire_machine::on_wake(steady::time_point now) {
   if (now >= limits_.deadline) return {step_kind::not_acquired};
+  if (now < jitter_until_) return wait_until(jitter_until_);
   return attempt(now);
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <system_error>
 
 namespace dlock::detail {
@@ -22,6 +23,10 @@ struct acquire_limits {
   std::chrono::milliseconds command_timeout{5000};
   /// First pause after a connection failure; doubles up to max_recheck.
   std::chrono::milliseconds retry_backoff{20};
+  /// 0: retry as soon as the lock may be free. Otherwise each retry after a busy answer first
+  /// waits a random time of up to this many of the last attempt's round trips, and wake-ups
+  /// meanwhile wait for it too (RedLock: contenders that retry in step split the vote again).
+  double jitter_round_trips = 0;
 };
 
 class acquire_machine {
@@ -39,7 +44,9 @@ class acquire_machine {
     std::error_code error{};
   };
 
-  explicit acquire_machine(acquire_limits limits) : limits_(limits) {}
+  /// `uniform` draws the jitter's share, in [0, 1); the default is a per-thread PRNG (jitter
+  /// needs spread, not secrecy). Tests inject their own.
+  explicit acquire_machine(acquire_limits limits, std::function<double()> uniform = {});
 
   /// The first step: always an attempt, even if the deadline has passed (a wait ≤ 0 means
   /// "try once").
@@ -50,8 +57,11 @@ class acquire_machine {
   /// it (-1: no expiry, -2: the key vanished meanwhile).
   step on_busy(std::int64_t pttl_ms, steady::time_point now);
   /// Woken: an unlock message, a timer, a renewed subscription, or promotion to the head of the
-  /// local queue. Attempts again unless the deadline has passed.
+  /// local queue. Attempts again unless the deadline has passed, or waits out the jitter still
+  /// due from the last busy answer.
   step on_wake(steady::time_point now);
+  /// The last attempt took `d` from sending to its reply (the jitter's unit).
+  void note_round_trip(steady::duration d) noexcept { round_trip_ = d; }
   /// The attempt failed with `ec`. What is temporary (timeout, connection_lost, and
   /// server_busy: a server loading its data after a restart, busy with a script, or without its
   /// master) is retried with backoff while the deadline allows, except for a single attempt;
@@ -67,8 +77,11 @@ class acquire_machine {
   step wait_until(steady::time_point t) const;
 
   acquire_limits limits_;
+  std::function<double()> uniform_;
   std::chrono::milliseconds backoff_{0};
   int attempts_ = 0;
+  steady::duration round_trip_{0};
+  steady::time_point jitter_until_{};
 };
 
 /// `now + d`, saturating at time_point::max() instead of overflowing.

@@ -51,6 +51,19 @@ client_options client_options::cluster(const std::vector<std::string>& seed_urls
   return o;
 }
 
+client_options client_options::redlock_masters(const std::vector<std::string>& master_urls) {
+  if (master_urls.size() < 3) {
+    throw error(errc::invalid_argument,
+                "RedLock needs at least 3 independent masters (5 is usual), got " +
+                    std::to_string(master_urls.size()));
+  }
+  client_options o;
+  for (const auto& url : master_urls)
+    o.redlock.masters.push_back(connection_options::from_url(url));
+  o.connection = o.redlock.masters.front();
+  return o;
+}
+
 reply client::command(std::string_view key, std::initializer_list<std::string_view> args) const {
   return core_->command(key, std::span<const std::string_view>(args.begin(), args.size()));
 }

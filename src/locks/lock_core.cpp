@@ -6,7 +6,9 @@
 #include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
+#include "locks/kinds/redlock.hpp"
 #include "topology/cluster.hpp"
+#include "topology/redlock.hpp"
 #include "topology/sentinel.hpp"
 #include "topology/standalone.hpp"
 
@@ -28,9 +30,29 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {
     invalid("replica_ack_timeout must be positive");
   }
-  if (!o.sentinel.master_name.empty() && !o.cluster_seeds.empty()) {
-    invalid("options name both a Sentinel master and cluster seeds; choose one");
+  const int deployments = (o.sentinel.master_name.empty() ? 0 : 1) +
+                          (o.cluster_seeds.empty() ? 0 : 1) + (o.redlock.masters.empty() ? 0 : 1);
+  if (deployments > 1) {
+    invalid(
+        "options name more than one of a Sentinel master, cluster seeds and RedLock masters; "
+        "choose one");
   }
+  if (!o.redlock.masters.empty()) {
+    if (o.redlock.masters.size() < 3) {
+      invalid("RedLock needs at least 3 independent masters (5 is usual), got " +
+              std::to_string(o.redlock.masters.size()));
+    }
+    if (!(o.redlock.node_timeout_factor > 0 && o.redlock.node_timeout_factor < 0.5)) {
+      invalid("redlock.node_timeout_factor must be between 0 and 0.5");
+    }
+    if (o.min_replica_acks > 0) {
+      invalid(
+          "min_replica_acks does not apply to RedLock: its masters are independent, and a "
+          "majority of them is what a grant needs");
+    }
+  }
+  if (!(o.drift_factor >= 0 && o.drift_factor < 0.5)) invalid("drift_factor must be in [0, 0.5)");
+  if (o.drift_floor < 0ms) invalid("drift_floor must not be negative");
   if (!o.cluster_seeds.empty() && !o.fence_counter.empty()) {
     invalid(
         "fence_counter (one counter for every lock) cannot work on a cluster: one script "
@@ -58,6 +80,7 @@ std::unique_ptr<topology> make_topology(const client_options& o,
     return std::make_unique<sentinel_topology>(o.connection, o.sentinel, io, ack);
   }
   if (!o.cluster_seeds.empty()) return std::make_unique<cluster_topology>(o.cluster_seeds, io, ack);
+  if (!o.redlock.masters.empty()) return std::make_unique<redlock_topology>(o.redlock.masters, io);
   return std::make_unique<standalone_topology>(o.connection, io, ack);
 }
 }  // namespace
@@ -68,7 +91,18 @@ lock_core::lock_core(client_options options)
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period
-                                                      : options_.watchdog_lease / 3) {}
+                                                      : options_.watchdog_lease / 3) {
+  if (options_.redlock.masters.empty()) return;
+  const quorum_timing timing{options_.redlock.node_timeout_factor, options_.drift_factor,
+                             options_.drift_floor};
+  for (const auto* base : all_lock_kinds())
+    redlock_kinds_.emplace(base, make_redlock_kind(*base, timing, quorum_counters_));
+}
+
+const lock_kind& lock_core::kind_for(const lock_kind& base) const noexcept {
+  const auto it = redlock_kinds_.find(&base);
+  return it == redlock_kinds_.end() ? base : *it->second;
+}
 
 lock_core::~lock_core() {
   io().run([&] {
@@ -110,6 +144,9 @@ client_stats lock_core::stats() const noexcept {
   s.ask_redirects = get(t.asked);
   s.slot_map_refreshes = get(t.map_refreshes);
   s.master_switches = get(t.master_switches);
+  s.redlock_misses = get(quorum_counters_.misses);
+  s.redlock_late_answers = get(quorum_counters_.late);
+  s.redlock_fence_raises = get(quorum_counters_.fence_raises);
   s.watched_leases = grants_.watched_count();
   return s;
 }
@@ -123,15 +160,16 @@ lock_call lock_core::call_for(const lock_names& n, const std::string& owner,
 
 steady::time_point lock_core::validity_end(steady::time_point sent_at, milliseconds lease) const {
   // The server starts the lease when it runs the script, after we sent it; counting from the
-  // send time, less a drift allowance (1% + 2 ms, as RedLock does), keeps us on the safe side.
-  const auto drift = lease / 100 + 2ms;
-  return sent_at + lease - drift;
+  // send time, less a drift allowance (1% + 2 ms by default, as RedLock does), keeps us on the
+  // safe side.
+  const quorum_timing timing{0, options_.drift_factor, options_.drift_floor};
+  return sent_at + lease - timing.drift(lease);
 }
 
 acquire_request lock_core::make_request(const lock_handle& h, const lease_options& o,
                                         acquire_limits limits, acquire_callback done) {
   acquire_request r;
-  r.kind = h.kind;
+  r.kind = &kind_for(*h.kind);
   r.names = h.names;
   if (o.lease_time) {
     if (*o.lease_time <= 0ms) throw error(errc::invalid_argument, "lease_time must be positive");
@@ -144,6 +182,9 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
   r.owner = h.kind->owner_for(uuid_, o);
   r.on_lost = o.on_lost;
   limits.max_recheck = options_.max_recheck;
+  // Over independent masters, contenders that retry in step split the vote again and again:
+  // each retry waits a random share of a couple of its own round trips first.
+  if (!redlock_kinds_.empty()) limits.jitter_round_trips = 2;
   limits.command_timeout = options_.connection.command_timeout;
   r.limits = limits;
   r.done = std::move(done);

@@ -16,6 +16,7 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "locks/acquire_machine.hpp"
 #include "locks/grant.hpp"
 #include "locks/grant_registry.hpp"
+#include "locks/kinds/redlock.hpp"
 #include "locks/name_activity.hpp"
 #include "locks/waiter_queue.hpp"
 #include "topology/topology.hpp"
@@ -81,6 +83,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   struct runtime;
 
   explicit lock_core(client_options options);
+  /// The kind calls of `base` go through: `base` itself, or its RedLock form over every master.
+  const lock_kind& kind_for(const lock_kind& base) const noexcept;
   lock_call call_for(const lock_names& n, const std::string& owner,
                      std::chrono::milliseconds lease) noexcept;
   steady::time_point validity_end(steady::time_point sent_at,
@@ -132,6 +136,10 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   const std::string uuid_;
   std::chrono::milliseconds watchdog_period_;
   grant_registry grants_;
+  quorum_counters quorum_counters_;
+  // RedLock only: each kind's form over every master, by the kind it wraps (fixed after
+  // construction, so read without a lock).
+  std::map<const lock_kind*, std::unique_ptr<lock_kind>> redlock_kinds_;
   name_activity activity_;  // keyed by unlock channel, as the queues are
 
   mutex ops_mutex_;

@@ -100,6 +100,11 @@ bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
                 });
   auto [ec, r] = result.take();
   if (ec) throw error(ec, r.is_error() ? r.str() : "extending '" + g->names->name + "'");
+  if (r.at(0).integer() == renewal_undecided) {
+    throw error(errc::connection_lost, "extending '" + g->names->name +
+                                           "': too few RedLock masters answered to tell whether "
+                                           "a majority still holds it");
+  }
   if (r.at(0).integer() != 1) {
     lose(g, lease_lost_reason::not_held);
     return false;

@@ -82,6 +82,8 @@ void lock_core::renew_all() {
                         self->grants_.renewed(
                             *g, self->validity_end(sent_at, self->grants_.lease_time(*g)));
                         self->counters.leases_renewed.fetch_add(1, std::memory_order_relaxed);
+                      } else if (v.is_integer() && v.integer() == renewal_undecided) {
+                        continue;  // RedLock: too few masters answered to tell; not renewed
                       } else {
                         self->lose(g, lease_lost_reason::not_held);
                       }

@@ -67,7 +67,12 @@ void redis_client::impl::connect() {
   if (settings.background) {
     // Failed attempts are retried in the background; commands wait for the connection up to
     // their own deadlines.
-    io.run([&] { commands->start([](std::error_code, const std::string&) {}); });
+    io.run([&] {
+      commands->start(
+          [report = settings.on_first_attempt](std::error_code ec, const std::string& detail) {
+            if (report) report(ec, detail);
+          });
+    });
     return;
   }
   std::promise<std::pair<std::error_code, std::string>> first;

@@ -3,7 +3,9 @@
 // of that client's connections.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "dlock/redis/client.hpp"
 #include "net/connection.hpp"
@@ -21,6 +23,8 @@ struct subscription::owner {
 struct connect_settings {
   bool require_master = false;  // every (re)connection checks ROLE (a Sentinel's master)
   bool background = false;      // do not wait for the first attempt (callable on the I/O thread)
+  /// With `background`: told how the first attempt ended, on the I/O thread.
+  std::function<void(std::error_code, const std::string&)> on_first_attempt;
 };
 
 struct redis_client::impl final : subscription::owner {

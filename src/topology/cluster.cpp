@@ -148,8 +148,9 @@ node_id cluster_topology::node_for(const node_address& address) {
   auto n = std::make_shared<node>();
   n->address = address;
   // Connects in the background: this runs on the I/O thread, which the connection needs.
-  n->client = redis_client_access::on_shared_io(at(node_options_, address), io_,
-                                                {.require_master = false, .background = true});
+  n->client = redis_client_access::on_shared_io(
+      at(node_options_, address), io_,
+      {.require_master = false, .background = true, .on_first_attempt = {}});
   n->impl = &redis_client_access::get(*n->client);
   n->impl->set_attempt_failed_handler([this](std::error_code) { refresh_later(); });
   lock_guard lock(nodes_mutex_);

@@ -138,7 +138,8 @@ sentinel_topology::sentinel_topology(const connection_options& master,
 sentinel_topology::sentinel_topology(const connection_options& master,
                                      std::unique_ptr<sentinel_watch> watch,
                                      std::shared_ptr<net::io_thread> io, write_ack ack)
-    : standalone_topology(at(master, watch->resolve_now()), io, ack, true),
+    : standalone_topology(at(master, watch->resolve_now()), io, ack,
+                          {.require_master = true, .background = false, .on_first_attempt = {}}),
       watch_(std::move(watch)) {
   io->run([this] {
     server().set_attempt_failed_handler([this](std::error_code) { ask_again(); });

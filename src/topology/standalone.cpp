@@ -1,7 +1,5 @@
 #include "topology/standalone.hpp"
 
-#include "net/redis_client_impl.hpp"
-
 namespace dlock::detail {
 
 namespace {
@@ -10,9 +8,8 @@ constexpr node_id only_node[] = {0};
 
 standalone_topology::standalone_topology(const connection_options& options,
                                          std::shared_ptr<net::io_thread> io, write_ack ack,
-                                         bool require_master)
-    : server_(redis_client_access::on_shared_io(options, std::move(io),
-                                                {.require_master = require_master})),
+                                         connect_settings settings)
+    : server_(redis_client_access::on_shared_io(options, std::move(io), std::move(settings))),
       impl_(redis_client_access::get(*server_)),
       ack_(ack) {}
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "net/redis_client_impl.hpp"
 #include "topology/topology.hpp"
 
 namespace dlock::detail {
@@ -11,10 +12,11 @@ namespace dlock::detail {
 class standalone_topology : public topology {
  public:
   /// Connects to the server on `io` (the client's I/O thread, which must be stopped before this
-  /// object is destroyed). `ack`: what durability::replicas writes wait for. `require_master`:
-  /// every (re)connection checks ROLE. Throws as redis_client's constructor does.
+  /// object is destroyed). `ack`: what durability::replicas writes wait for. `settings`: whether
+  /// every (re)connection checks ROLE, whether to connect in the background. Throws as
+  /// redis_client's constructor does (never, when connecting in the background).
   standalone_topology(const connection_options& options, std::shared_ptr<net::io_thread> io,
-                      write_ack ack, bool require_master = false);
+                      write_ack ack, connect_settings settings = {});
 
   net::io_thread& io() noexcept override;
   std::span<const node_id> nodes_for(std::string_view key) override;

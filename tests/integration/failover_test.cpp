@@ -285,7 +285,9 @@ void failover_with_contender(int acks) {
   embedded::redis_sentinel_set set({.replicas = 2});
   auto o = client_options::from_url(set.url());
   o.min_replica_acks = acks;
-  o.watchdog_lease = 3s;
+  // The lease must outlast the failover (SIGKILL, sentinels agreeing, promotion), which took
+  // over 3 s once on a loaded CI machine; renewals still come every second.
+  o.watchdog_lease = 20s;
   o.watchdog_period = 1s;
   client holder(o);
   std::atomic<bool> lost{false};

@@ -6,7 +6,8 @@
 //                       hold with the watchdog; when the lease is lost, try a fenced write
 //   lock_worker handoff URL KIND NAME THREADS             each thread acquires once, releases
 //
-// URL is a server's or a redis-sentinel:// URL, or "cluster:URL,URL..." for a cluster's seeds.
+// URL is a server's or a redis-sentinel:// URL, "cluster:URL,URL..." for a cluster's seeds, or
+// "redlock:URL,URL..." for RedLock's independent masters.
 #include <unistd.h>
 
 #include <condition_variable>
@@ -101,18 +102,26 @@ int handoff(const dlock::client& c, const std::string& kind, const std::string& 
   return 0;
 }
 
-dlock::client_options options_for(const std::string& target) {
-  constexpr std::string_view cluster = "cluster:";
-  if (!target.starts_with(cluster)) return dlock::client_options::from_url(target);
-  std::vector<std::string> seeds;
-  std::string_view rest = std::string_view(target).substr(cluster.size());
+std::vector<std::string> split_urls(std::string_view rest) {
+  std::vector<std::string> urls;
   while (!rest.empty()) {
     const auto comma = rest.find(',');
-    seeds.emplace_back(rest.substr(0, comma));
+    urls.emplace_back(rest.substr(0, comma));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  return dlock::client_options::cluster(seeds);
+  return urls;
+}
+
+dlock::client_options options_for(const std::string& target) {
+  constexpr std::string_view cluster = "cluster:", redlock = "redlock:";
+  if (target.starts_with(cluster)) {
+    return dlock::client_options::cluster(split_urls(target.substr(cluster.size())));
+  }
+  if (target.starts_with(redlock)) {
+    return dlock::client_options::redlock_masters(split_urls(target.substr(redlock.size())));
+  }
+  return dlock::client_options::from_url(target);
 }
 
 }  // namespace
