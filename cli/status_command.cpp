@@ -1,9 +1,11 @@
 // dlock status, ls and unlock --force: looking at locks from the outside.
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli.hpp"
 #include "display.hpp"
@@ -131,11 +133,24 @@ int list(const client_options& target, const std::string& pattern, bool json) {
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::pair<std::string, lock_info>> rows;
   std::vector<std::string> names;
+  // RedLock keeps every lock on every master: a master that is down hides nothing, and each
+  // name is listed once.
+  const bool redlock = !target.redlock.masters.empty();
+  std::optional<dlock::error> unreachable;
+  std::size_t scanned = 0;
   for (auto* master : c.masters()) {
-    auto more = scan_lock_names(*master);
-    names.insert(names.end(), more.begin(), more.end());
+    try {
+      auto more = scan_lock_names(*master);
+      names.insert(names.end(), more.begin(), more.end());
+      ++scanned;
+    } catch (const dlock::error& e) {
+      if (!redlock) throw;
+      if (!unreachable) unreachable = e;
+    }
   }
+  if (scanned == 0 && unreachable) throw *unreachable;
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const auto& name : names) {
     if (::fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
     rows.emplace_back(name, c.reentrant(name).info());

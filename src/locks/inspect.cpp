@@ -2,6 +2,7 @@
 // snapshot (lock_info.lua), and deleting it whoever holds it (force_unlock.lua). Both scripts
 // judge the key by every kind's layout, so a key that is not a lock is reported as such.
 #include <charconv>
+#include <optional>
 
 #include "core/thread_number.hpp"
 #include "dlock/error.hpp"
@@ -68,6 +69,29 @@ const script& force_unlock_script() {
   return s;
 }
 
+// A script that reads or removes one lock, run where the lock is: on every RedLock master (a
+// force-unlock must remove it from each). The answer is the first master's that shows a lock,
+// else the first answer; errors only count when no master answered.
+lock_info snapshot_across(detail::lock_core& core, const script& s, const std::string& name,
+                          std::span<const std::string_view> keys,
+                          std::span<const std::string_view> args) {
+  if (core.topo().nodes_for(name).size() == 1)
+    return parse_snapshot(core.call(s, name, keys, args));
+  std::optional<lock_info> first;
+  std::optional<error> failure;
+  for (auto& [ec, r] : core.call_each(s, name, keys, args)) {
+    if (ec) {
+      if (!failure) failure.emplace(ec, r.is_error() ? r.str() : ec.message());
+      continue;
+    }
+    auto info = parse_snapshot(r);
+    if (info.type != lock_type::none) return info;
+    if (!first) first = std::move(info);
+  }
+  if (first) return *first;
+  throw *failure;
+}
+
 }  // namespace
 
 bool basic_lock::is_locked() const {
@@ -78,7 +102,7 @@ bool basic_lock::is_locked() const {
 std::optional<lock_holder> basic_lock::holder() const {
   const auto& n = *handle_->names;
   const std::string_view keys[] = {n.name, n.fence_key};
-  const auto i = parse_snapshot(handle_->core->call(lock_info_script(), n.name, keys, {}));
+  const auto i = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
   if (i.type == lock_type::none) return std::nullopt;
   if (i.type != handle_->kind->public_type()) {
     throw error(errc::wrong_type,
@@ -111,7 +135,7 @@ std::int64_t basic_lock::waiting_clients() const {
 lock_info basic_lock::info() const {
   const auto& n = *handle_->names;
   const std::string_view keys[] = {n.name, n.fence_key};
-  auto info = parse_snapshot(handle_->core->call(lock_info_script(), n.name, keys, {}));
+  auto info = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
   info.waiters = waiting_clients();
   return info;
 }
@@ -124,7 +148,7 @@ lock_info basic_lock::force_unlock(force_unlock_check check) const {
   const std::string_view args[] = {detail::unlock_message, confirmed,
                                    handle_->core->topo().publish_command()};
   try {
-    return parse_snapshot(handle_->core->call(force_unlock_script(), n.name, keys, args));
+    return snapshot_across(*handle_->core, force_unlock_script(), n.name, keys, args);
   } catch (const error& e) {
     if (e.code() == errc::wrong_type) throw_not_a_lock(name(), e);
     throw;

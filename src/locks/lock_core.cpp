@@ -200,6 +200,29 @@ reply lock_core::call(const script& s, std::string_view key, std::span<const std
   });
 }
 
+std::vector<std::pair<std::error_code, reply>> lock_core::call_each(
+    const script& s, std::string_view key, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args) {
+  if (io().in_io_thread()) {
+    throw error(errc::invalid_argument,
+                "a synchronous call from the client's I/O thread (inside a callback) would wait "
+                "for itself; use the _async form there");
+  }
+  const auto nodes = topology_->nodes_for(key);
+  std::vector<one_shot<std::pair<std::error_code, reply>>> results(nodes.size());
+  const auto deadline = steady::now() + options_.connection.command_timeout;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    topology_->eval(nodes[i], s, keys, args, deadline, durability::master,
+                    [&result = results[i]](std::error_code ec, reply r) {
+                      result.put({ec, std::move(r)});
+                    });
+  }
+  std::vector<std::pair<std::error_code, reply>> out;
+  for (auto& r : results)
+    out.push_back(r.take());
+  return out;
+}
+
 reply lock_core::command(std::string_view key, std::span<const std::string_view> args) {
   return wait_for_reply([&](net::reply_callback done) {
     topology_->command(key, args, steady::now() + options_.connection.command_timeout,

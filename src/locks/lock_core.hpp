@@ -72,6 +72,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Runs one script call on the node that serves `key`, waiting for the reply (introspection).
   reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
              std::span<const std::string_view> args);
+  /// Runs one script call on every node that serves `key` (RedLock: every master) at once,
+  /// waiting for all; one (error, reply) per node. Throws errc::invalid_argument on the I/O
+  /// thread.
+  std::vector<std::pair<std::error_code, reply>> call_each(const script& s, std::string_view key,
+                                                           std::span<const std::string_view> keys,
+                                                           std::span<const std::string_view> args);
   /// Runs one plain command where `key` lives, waiting for the reply (introspection). Throws
   /// dlock::error with the server's text, or errc::invalid_argument on the I/O thread.
   reply command(std::string_view key, std::span<const std::string_view> args);

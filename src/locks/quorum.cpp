@@ -91,18 +91,23 @@ std::int64_t quorum_round::max_yes_value() const noexcept {
 }
 
 std::int64_t quorum_round::wait_for_majority_ms() const {
-  std::vector<std::int64_t> held;  // remaining leases of the masters that said no
+  constexpr auto never = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::int64_t> held;  // how long until each master may be free
   for (std::size_t i = 0; i < votes_.size(); ++i) {
-    if (!answered_[i] || votes_[i] != vote::no) continue;
+    if (answered_[i] && votes_[i] == vote::yes) continue;  // ours: released after a miss
+    if (!answered_[i] || votes_[i] == vote::unknown) {
+      held.push_back(never);  // down or silent: no telling when it answers again
+      continue;
+    }
     const auto pttl = values_[i];
     if (pttl == -2) continue;  // gone meanwhile: free
-    held.push_back(pttl < 0 ? std::numeric_limits<std::int64_t>::max() : pttl);
+    held.push_back(pttl < 0 ? never : pttl);
   }
   const auto free_now = masters() - held.size();
   if (free_now >= needed()) return 0;
   std::sort(held.begin(), held.end());
   const auto wait = held[needed() - free_now - 1];
-  return wait == std::numeric_limits<std::int64_t>::max() ? -1 : wait;
+  return wait == never ? -1 : wait;
 }
 
 }  // namespace dlock::detail

@@ -82,10 +82,10 @@ class quorum_round {
   std::int64_t value_of(std::size_t index) const { return values_[index]; }
   /// The largest value among yes answers given before the decision (a quorum's fences).
   std::int64_t max_yes_value() const noexcept;
-  /// The PTTL after which enough masters may be free for a majority: among the `no` answers'
-  /// values (-1: no expiry, counted as never; -2: gone, counted as free), the smallest wait
-  /// that frees enough of them, assuming what is not `no` is free. 0 when a majority may
-  /// already be free (a split vote); -1 when no wait frees enough.
+  /// How long until enough masters may be free for a majority, from the `no` answers' PTTLs
+  /// (-1: no expiry, counted as never; -2: gone, counted as free). Masters that said yes are
+  /// counted free (a miss releases them); masters that gave no usable answer as never free.
+  /// 0 when a majority may already be free; -1 when no wait frees enough.
   std::int64_t wait_for_majority_ms() const;
 
  private:

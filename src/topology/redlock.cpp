@@ -91,12 +91,25 @@ route redlock_topology::route_of(node_id, std::string_view) const {
 void redlock_topology::eval(node_id node, const script& s, std::span<const std::string_view> keys,
                             std::span<const std::string_view> args, net::clock::time_point deadline,
                             durability d, net::reply_callback done) {
+  // A master that is down answers at once: RedLock decides on the others, and a command queued
+  // for its return would only delay the decision until the node timeout.
+  if (!redis_client_access::get(masters_.at(node)->redis()).commands->up()) {
+    io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
+    return;
+  }
   masters_.at(node)->eval(0, s, keys, args, deadline, d, std::move(done));
 }
 
 void redlock_topology::command(std::string_view key, std::span<const std::string_view> args,
                                net::clock::time_point deadline, net::reply_callback done) {
-  masters_.front()->command(key, args, deadline, std::move(done));
+  first_up().command(key, args, deadline, std::move(done));
+}
+
+standalone_topology& redlock_topology::first_up() noexcept {
+  for (auto& m : masters_) {
+    if (redis_client_access::get(m->redis()).commands->up()) return *m;
+  }
+  return *masters_.front();
 }
 
 std::uint64_t redlock_topology::subscribe(node_id, const std::string& channel,
@@ -125,7 +138,7 @@ void redlock_topology::close(std::error_code reason) {
 }
 
 redis_client& redlock_topology::redis() noexcept {
-  return masters_.front()->redis();
+  return first_up().redis();
 }
 
 std::vector<redis_client*> redlock_topology::masters() {

@@ -34,7 +34,7 @@ class redlock_topology final : public topology {
   void eval(node_id node, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, net::clock::time_point deadline, durability d,
             net::reply_callback done) override;
-  /// Commands of the user's own go to the first master.
+  /// Commands of the user's own go to the first master that is up (the first, if none is).
   void command(std::string_view key, std::span<const std::string_view> args,
                net::clock::time_point deadline, net::reply_callback done) override;
   /// Subscribes `channel` on every master (a release publishes on each); `node` is ignored.
@@ -47,6 +47,8 @@ class redlock_topology final : public topology {
   std::vector<redis_client*> masters() override;
 
  private:
+  standalone_topology& first_up() noexcept;
+
   std::shared_ptr<net::io_thread> io_;
   std::vector<std::unique_ptr<standalone_topology>> masters_;
   std::vector<node_id> all_;

@@ -117,23 +117,46 @@ TEST(Quorum, WaitForAMajorityCountsTheHoldersThatMustExpire) {
     r.record(1, vote::no, 100, t0);
     r.record(2, vote::no, 200, t0);
     r.record(3, vote::yes, 1, t0);
+    r.record(4, vote::yes, 1, t0);
     EXPECT_EQ(r.wait_for_majority_ms(), 100);
   }
   {
-    // Held on four: two must expire, the second soonest decides.
+    // Held on four, ours on one: two must expire, the second soonest decides.
     quorum_round r(5, t0, lease, {});
     for (std::size_t i = 0; i < 4; ++i)
       r.record(i, vote::no, 100 * static_cast<std::int64_t>(i + 1), t0);
+    r.record(4, vote::yes, 1, t0);
     EXPECT_EQ(r.wait_for_majority_ms(), 200);
   }
   {
-    // A split vote: two of ours, two of theirs, one silent: a majority may be free at once.
+    // A split vote on five live masters: two of ours, two of theirs, one gone meanwhile: a
+    // majority may be free at once.
     quorum_round r(5, t0, lease, {});
     r.record(0, vote::yes, 1, t0);
     r.record(1, vote::yes, 1, t0);
     r.record(2, vote::no, 5000, t0);
     r.record(3, vote::no, 5000, t0);
+    r.record(4, vote::no, -2, t0);
     EXPECT_EQ(r.wait_for_majority_ms(), 0);
+  }
+  {
+    // The same split with the fifth master down: one of theirs must go first.
+    quorum_round r(5, t0, lease, {});
+    r.record(0, vote::yes, 1, t0);
+    r.record(1, vote::yes, 1, t0);
+    r.record(2, vote::no, 5000, t0);
+    r.record(3, vote::no, 4000, t0);
+    r.record(4, vote::unknown, 0, t0);
+    EXPECT_EQ(r.wait_for_majority_ms(), 4000);
+  }
+  {
+    // A majority down: no wait frees enough.
+    quorum_round r(5, t0, lease, {});
+    r.record(0, vote::yes, 1, t0);
+    r.record(1, vote::yes, 1, t0);
+    for (std::size_t i = 2; i < 5; ++i)
+      r.record(i, vote::unknown, 0, t0);
+    EXPECT_EQ(r.wait_for_majority_ms(), -1);
   }
   {
     // Keys with no expiry never free themselves; a key gone meanwhile (-2) is free.

@@ -1,7 +1,14 @@
 // A separate process for the multi-process tests. It reports what happens on stdout, one line
 // per event, so the test can wait for events instead of sleeping.
 //
-//   lock_worker count   URL KIND NAME COUNTER N           N critical sections: GET, then SET+1
+//   lock_worker count   URL KIND NAME COUNTER N [DATA_URL]
+//                       N critical sections: GET, then SET+1 (on DATA_URL's server if given)
+//   lock_worker fence   URL KIND NAME DATA_URL PREFIX N
+//                       N grants, each: INCR PREFIX:seq (its place in grant order), a fenced write
+//                       to PREFIX:resource with the grant's token, and a write with this
+//                       worker's previous token when someone else held the lock in between,
+//                       which must be rejected; prints "grant SEQ FENCE" per grant (2 s
+//                       watchdog leases)
 //   lock_worker hold    URL KIND NAME LEASE_MS PERIOD_MS RESOURCE
 //                       hold with the watchdog; when the lease is lost, try a fenced write
 //   lock_worker handoff URL KIND NAME THREADS             each thread acquires once, releases
@@ -13,6 +20,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,19 +44,54 @@ dlock::lease acquire(const dlock::client& c, const std::string& kind, const std:
   return c.reentrant(name).acquire(o);
 }
 
+// Runs commands on the lock's own deployment, or on a separate server (RedLock's masters come
+// and go in some tests; the data they protect must not).
+struct data_store {
+  const dlock::client& locks;
+  std::unique_ptr<dlock::redis_client> separate;
+  dlock::reply operator()(const std::string& key, std::initializer_list<std::string_view> args) {
+    if (separate) return separate->command(std::vector<std::string>(args.begin(), args.end()));
+    return locks.command(key, args);
+  }
+};
+
 int count(const dlock::client& c, const std::string& kind, const std::string& name,
-          const std::string& counter, int n) {
+          const std::string& counter, int n, data_store data) {
   for (int i = 0; i < n; ++i) {
     auto l = acquire(c, kind, name);
     // Deliberately not atomic: only the lock keeps two processes from losing an update.
-    const auto value = c.command(counter, {"GET", counter});
+    const auto value = data(counter, {"GET", counter});
     const long next = value.is_nil() ? 1 : std::stol(value.str()) + 1;
     const std::string text = std::to_string(next);
-    c.command(counter, {"SET", counter, text});
+    data(counter, {"SET", counter, text});
     if (!l.release()) {
       say("release-failed");
       return 1;
     }
+  }
+  say("done");
+  return 0;
+}
+
+int fence(const dlock::client& c, const std::string& kind, const std::string& name,
+          dlock::redis_client& data, const std::string& prefix, int n) {
+  const std::string seq_key = prefix + ":seq", resource = prefix + ":resource";
+  std::int64_t last_seq = 0;
+  std::uint64_t last_fence = 0;
+  for (int i = 0; i < n; ++i) {
+    auto l = acquire(c, kind, name);
+    const auto seq = data.command({"INCR", seq_key}).integer();
+    if (last_seq != 0 && seq > last_seq + 1) {
+      // Someone else held the lock since our last grant and wrote with a newer token.
+      const auto stale = dlock::fenced_set(data, resource, "stale", last_fence);
+      if (stale.written) say("stale-accepted " + std::to_string(last_fence));
+    }
+    const auto w = dlock::fenced_set(data, resource, "grant " + std::to_string(seq), l.fence());
+    if (!w.written) say("write-rejected " + std::to_string(l.fence()));
+    say("grant " + std::to_string(seq) + " " + std::to_string(l.fence()));
+    last_seq = seq;
+    last_fence = l.fence();
+    l.release();
   }
   say("done");
   return 0;
@@ -129,8 +172,19 @@ dlock::client_options options_for(const std::string& target) {
 int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
   try {
-    if (a.size() == 6 && a[0] == "count") {
-      return count(dlock::client(options_for(a[1])), a[2], a[3], a[4], std::stoi(a[5]));
+    if ((a.size() == 6 || a.size() == 7) && a[0] == "count") {
+      const dlock::client c(options_for(a[1]));
+      data_store data{c, a.size() == 7 ? std::make_unique<dlock::redis_client>(a[6]) : nullptr};
+      return count(c, a[2], a[3], a[4], std::stoi(a[5]), std::move(data));
+    }
+    if (a.size() == 7 && a[0] == "fence") {
+      dlock::redis_client data(a[4]);
+      // A short lease: a release a restarting master missed leaves the lock there until it
+      // expires (RedLock's safety net), which should not stall the run for half a minute.
+      auto o = options_for(a[1]);
+      o.watchdog_lease = 2s;
+      o.watchdog_period = 500ms;
+      return fence(dlock::client(o), a[2], a[3], data, a[5], std::stoi(a[6]));
     }
     if (a.size() == 7 && a[0] == "hold") {
       auto o = options_for(a[1]);

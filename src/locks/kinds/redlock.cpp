@@ -63,11 +63,9 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
  private:
   void on_reply(std::size_t i, std::error_code ec, const reply& r);
   void on_won(std::vector<outcome_type> said, std::int64_t fence);
-  void raise_fence(std::vector<outcome_type> said, std::int64_t fence);
-  void on_fence_raised(std::size_t i, std::error_code ec, const reply& r,
-                       const std::shared_ptr<std::vector<outcome_type>>& said, std::int64_t fence);
-  void release_all(const std::vector<outcome_type>& said);
-  void report_miss(const quorum_round& r, const round_error& e) DLOCK_REQUIRES(mutex_);
+  void raise_fence(const std::vector<outcome_type>& said, std::int64_t fence);
+  void on_fence_raised(std::size_t i, std::error_code ec, const reply& r, std::int64_t fence);
+  void miss(const quorum_round& r, const round_error& e) DLOCK_REQUIRES(mutex_);
   void finish(std::error_code ec, reply r);
 
   const redlock_protocol& kind_;
@@ -150,50 +148,56 @@ class redlock_protocol final : public lock_kind {
   const script& fence_raise() const noexcept { return fence_raise_; }
 
  private:
-  // A release or a drop on every master: confirmed (the largest count any master returned) once
-  // a majority answered with an integer, "not held" (nil) once a majority answered nil,
-  // unconfirmed (the first error) when neither can happen any more.
+  // A release or a drop on every master: confirmed (the largest count any master returned) when
+  // a majority answered with an integer, "not held" (nil) when a majority answered nil,
+  // unconfirmed (the first error) otherwise. It waits for every master, each bounded by the
+  // node timeout (a master that is down answers at once): a process that exits right after
+  // unlock() must not leave its lock on the slower masters until the lease runs out.
   void on_every_master(const lock_call& c,
                        void (lock_kind::*op)(const lock_call&, net::reply_callback) const,
                        net::reply_callback done) const {
     struct state {
-      explicit state(std::size_t n) : round(n) {}
       mutex m;
-      quorum_round round DLOCK_GUARDED_BY(m);
+      std::size_t answered DLOCK_GUARDED_BY(m) = 0, released DLOCK_GUARDED_BY(m) = 0,
+                           not_held DLOCK_GUARDED_BY(m) = 0;
+      std::int64_t largest DLOCK_GUARDED_BY(m) = 0;
       round_error error DLOCK_GUARDED_BY(m);
       net::reply_callback done DLOCK_GUARDED_BY(m);
     };
     const auto nodes = c.topo.nodes_for(c.names.name);
-    auto st = std::make_shared<state>(nodes.size());
+    const auto masters = nodes.size();
+    auto st = std::make_shared<state>();
     {
       lock_guard lock(st->m);
       st->done = std::move(done);
     }
-    // No share-of-the-lease bound here: the answer is decided as soon as a majority agrees, so
-    // a stalled master holds a release up only when the others cannot decide it.
-    const lock_call copy{c.topo, 0, c.names, c.owner, c.lease, c.deadline};
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto deadline = c.deadline;
+    if (c.lease > milliseconds(0)) {
+      deadline = std::min(deadline, net::clock::now() + timing_.node_timeout(c.lease));
+    }
+    const lock_call copy{c.topo, 0, c.names, c.owner, c.lease, deadline};
+    for (std::size_t i = 0; i < masters; ++i) {
       auto call = copy;
       call.node = nodes[i];
-      (base_.*op)(call, [st, i, &counters = counters_](std::error_code ec, reply r) {
+      (base_.*op)(call, [st, masters](std::error_code ec, reply r) {
         net::reply_callback report;
         std::error_code out_ec;
         reply out;
         {
           lock_guard lock(st->m);
-          const bool was_pending = st->round.current() == verdict::pending;
-          if (ec) st->error.note(ec, r);
-          const auto v = ec ? vote::unknown : r.is_integer() ? vote::yes : vote::no;
-          const auto now = net::clock::now();
-          const auto decided = st->round.record(i, v, r.is_integer() ? r.integer() : 0, now);
-          if (!was_pending) {
-            counters.late.fetch_add(1, std::memory_order_relaxed);
-            return;
+          if (ec) {
+            st->error.note(ec, r);
+          } else if (r.is_integer()) {
+            ++st->released;
+            st->largest = std::max(st->largest, r.integer());
+          } else {
+            ++st->not_held;
           }
-          if (decided == verdict::pending) return;
-          if (decided == verdict::won) {
-            out = reply::integer(st->round.max_yes_value());
-          } else if (st->round.count(vote::no) > st->round.masters() - st->round.needed()) {
+          if (++st->answered < masters) return;
+          const auto needed = majority_of(masters);
+          if (st->released >= needed) {
+            out = reply::integer(st->largest);
+          } else if (st->not_held >= needed) {
             out = reply();  // nil: a majority no longer held it
           } else {
             out_ec = st->error.ec ? st->error.ec : std::error_code(errc::connection_lost);
@@ -268,8 +272,7 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
     said = said_;
     fence = round_.max_yes_value();
     if (decided == verdict::lost) {
-      release_all(said);
-      report_miss(round_, error_);
+      miss(round_, error_);
       return;
     }
   }
@@ -284,13 +287,13 @@ void attempt_round::on_won(std::vector<outcome_type> said, std::int64_t fence) {
     finish({}, reply::array({reply::integer(2), reply::integer(fence)}));
     return;
   }
-  raise_fence(std::move(said), fence);
+  raise_fence(said, fence);
 }
 
 // Before the grant is reported, the largest token its majority drew is written back to a
 // majority of the masters it holds: any later majority shares one of them, whose counter then
 // already stands at this token, so the later grant's token is larger (docs/redlock.md).
-void attempt_round::raise_fence(std::vector<outcome_type> said, std::int64_t fence) {
+void attempt_round::raise_fence(const std::vector<outcome_type>& said, std::int64_t fence) {
   const auto nodes = call_.topo.nodes_for(call_.names.name);
   {
     lock_guard lock(mutex_);
@@ -300,26 +303,22 @@ void attempt_round::raise_fence(std::vector<outcome_type> said, std::int64_t fen
       }
     }
   }
-  auto shared_said = std::make_shared<std::vector<outcome_type>>(std::move(said));
   const auto token = std::to_string(fence);
   const std::string_view keys[] = {call_.names.fence_key};
   const std::string_view args[] = {token};
   const auto deadline =
       std::min(cleanup_at_, net::clock::now() + kind_.timing().node_timeout(call_.lease));
   auto self = shared_from_this();
-  for (std::size_t i = 0; i < shared_said->size(); ++i) {
-    const auto s = (*shared_said)[i];
-    if (s != outcome_type::granted && s != outcome_type::reentered) continue;
+  for (std::size_t i = 0; i < said.size(); ++i) {
+    if (said[i] != outcome_type::granted && said[i] != outcome_type::reentered) continue;
     kind_.counters().fence_raises.fetch_add(1, std::memory_order_relaxed);
-    call_.topo.eval(nodes[i], kind_.fence_raise(), keys, args, deadline, durability::master,
-                    [self, i, shared_said, fence](std::error_code ec, reply r) {
-                      self->on_fence_raised(i, ec, r, shared_said, fence);
-                    });
+    call_.topo.eval(
+        nodes[i], kind_.fence_raise(), keys, args, deadline, durability::master,
+        [self, i, fence](std::error_code ec, reply r) { self->on_fence_raised(i, ec, r, fence); });
   }
 }
 
 void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const reply& r,
-                                    const std::shared_ptr<std::vector<outcome_type>>& said,
                                     std::int64_t fence) {
   {
     lock_guard lock(mutex_);
@@ -330,8 +329,7 @@ void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const rep
         fence_round_.record(i, stored ? vote::yes : vote::unknown, 0, net::clock::now());
     if (!was_pending || decided == verdict::pending) return;
     if (decided == verdict::lost) {
-      release_all(*said);
-      report_miss(fence_round_, error_);
+      miss(fence_round_, error_);
       return;
     }
   }
@@ -341,26 +339,18 @@ void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const rep
 // After a miss, every master is released, those that did not answer too (the attempt may have
 // run there after all; the release goes out behind it on the same connection). A re-entry
 // undoes only its own count where it re-entered, and leaves the owner's other holds alone.
-void attempt_round::release_all(const std::vector<outcome_type>& said) {
+//
+// The miss is reported once the masters that answered have confirmed their release: a caller
+// that gives up and exits at once must not leave its grants behind, and one that retries must
+// not find them in its way. Masters that did not answer are not waited for.
+//
+// What is reported: busy, with when a majority may be free (0: at once, after the caller's
+// jitter; -1: unknown, the caller re-checks on its own rhythm or when an unlock message comes).
+// Masters down or slow are part of what RedLock rides out, so a miss they caused is "not
+// acquired" too; only an error waiting cannot fix (a wrong type, a permission) that kept the
+// majority out of reach is reported as such.
+void attempt_round::miss(const quorum_round& r, const round_error& e) {
   kind_.counters().misses.fetch_add(1, std::memory_order_relaxed);
-  const bool reentry = std::count(said.begin(), said.end(), outcome_type::reentered) > 0;
-  const auto nodes = call_.topo.nodes_for(call_.names.name);
-  for (std::size_t i = 0; i < said.size(); ++i) {
-    const auto c = call_.at(nodes[i], cleanup_at_);
-    if (said[i] == outcome_type::reentered) {
-      kind_.base().release(c, [](std::error_code, reply) {});
-    } else if (said[i] == outcome_type::granted || !reentry) {
-      kind_.base().drop(c, [](std::error_code, reply) {});
-    }
-  }
-}
-
-// Busy, with when a majority may be free (0 after a split vote: the caller retries after its
-// jitter). Masters down or slow are part of what RedLock rides out, so a miss they caused is
-// "not acquired" too, retried a node timeout later; only an error waiting cannot fix (a wrong
-// type, a permission) that kept the majority out of reach is reported as such.
-void attempt_round::report_miss(const quorum_round& r, const round_error& e) {
-  net::reply_callback done = std::move(done_);
   const bool errors_mattered = r.count(vote::no) <= r.masters() - r.needed();
   std::error_code ec;
   reply out;
@@ -368,15 +358,44 @@ void attempt_round::report_miss(const quorum_round& r, const round_error& e) {
     ec = e.ec;
     out = e.server_reply;
   } else {
-    const auto wait = errors_mattered && e.ec ? kind_.timing().node_timeout(call_.lease).count()
-                                              : r.wait_for_majority_ms();
-    out = reply::array({reply::integer(0), reply::integer(wait)});
+    out = reply::array({reply::integer(0), reply::integer(r.wait_for_majority_ms())});
   }
-  // Called with mutex_ held, from a reply on the I/O thread: post, so that `done` (which may
-  // send the next attempt) runs without it.
-  call_.topo.io().post([done = std::move(done), ec, out = std::move(out)]() mutable {
-    if (done) done(ec, std::move(out));
-  });
+  struct pending_report {
+    net::io_thread& io;
+    net::reply_callback done;
+    std::error_code ec;
+    reply out;
+    std::size_t releases = 1;  // one for the loop below, so the report cannot leave early
+    void one_done() {
+      if (--releases > 0) return;
+      // Posted: the last release may complete inline (a closed client) while the round's
+      // mutex is held, and `done` may send the next attempt.
+      io.post([done = std::move(done), ec = ec, out = std::move(out)]() mutable {
+        if (done) done(ec, std::move(out));
+      });
+    }
+  };
+  auto report = std::make_shared<pending_report>(
+      pending_report{call_.topo.io(), std::move(done_), ec, std::move(out)});
+  const bool reentry = std::count(said_.begin(), said_.end(), outcome_type::reentered) > 0;
+  const auto nodes = call_.topo.nodes_for(call_.names.name);
+  for (std::size_t i = 0; i < said_.size(); ++i) {
+    const auto c = call_.at(nodes[i], cleanup_at_);
+    const bool answered = said_[i] != outcome_type::malformed;
+    net::reply_callback confirmed = [](std::error_code, reply) {};
+    if (answered) {
+      ++report->releases;
+      confirmed = [report](std::error_code, reply) { report->one_done(); };
+    }
+    if (said_[i] == outcome_type::reentered) {
+      kind_.base().release(c, std::move(confirmed));
+    } else if (said_[i] == outcome_type::granted || !reentry) {
+      kind_.base().drop(c, std::move(confirmed));
+    } else if (answered) {
+      report->one_done();
+    }
+  }
+  report->one_done();
 }
 
 void attempt_round::finish(std::error_code ec, reply r) {

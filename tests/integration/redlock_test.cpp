@@ -1,0 +1,442 @@
+// RedLock over five private, independent redis-servers (and a sixth for the data the lock
+// protects): mutual exclusion across processes, a minority of masters killed or paused, a
+// majority down, a stalled master, a holder left with a minority, fencing tokens across master
+// restarts, interop with node-redlock, and the command line.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "child_process.hpp"
+#include "cli_support.hpp"
+#include "dlock/dlock.hpp"
+#include "redis_fixture.hpp"
+
+namespace dlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+constexpr std::size_t kMasters = 5;
+
+class RedLock : public redis_test {
+ protected:
+  std::size_t server_count() const override { return kMasters + 1; }  // + the data server
+
+  embedded::redis_server& master(std::size_t i) { return server(i); }
+  std::vector<std::string> master_urls() {
+    std::vector<std::string> urls;
+    for (std::size_t i = 0; i < kMasters; ++i)
+      urls.push_back(url(i));
+    return urls;
+  }
+  client_options options() { return client_options::redlock_masters(master_urls()); }
+  /// lock_worker's target for these masters.
+  std::string target() {
+    std::string t = "redlock:";
+    for (const auto& u : master_urls())
+      t += (t.size() > 8 ? "," : "") + u;
+    return t;
+  }
+  std::string data_url() { return url(kMasters); }
+  std::uint16_t data_port() { return server(kMasters).port(); }
+  std::vector<std::string> cli_urls() {
+    std::vector<std::string> a;
+    for (const auto& u : master_urls()) {
+      a.push_back("--url");
+      a.push_back(u);
+    }
+    return a;
+  }
+
+  /// Waits (bounded) until the data server's `key` counts at least `n`: the workers are under
+  /// way.
+  void wait_for_count(const std::string& key, long n) {
+    raw_redis raw(data_port());
+    const auto limit = steady::now() + 120s;
+    for (;;) {
+      const auto v = raw({"GET", key});
+      if (!v.is_nil() && std::stol(v.str()) >= n) return;
+      ASSERT_LT(steady::now(), limit) << key << " never reached " << n;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  std::vector<child_process> counting_workers(int processes, const std::string& kind, int each) {
+    std::vector<child_process> workers;
+    for (int i = 0; i < processes; ++i) {
+      workers.emplace_back(
+          std::vector<std::string>{worker_path(), "count", target(), kind, key("lock"),
+                                   key("counter"), std::to_string(each), data_url()},
+          captured);
+    }
+    return workers;
+  }
+};
+
+class RedLockKinds : public RedLock, public ::testing::WithParamInterface<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Kinds, RedLockKinds, ::testing::Values("simple", "reentrant"),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST_P(RedLockKinds, EightProcessesKeepANonAtomicCounterExactOnFiveMasters) {
+  auto workers = counting_workers(8, GetParam(), 500);
+  for (auto& w : workers) {
+    EXPECT_EQ(w.wait_for("done", 300s), "done");
+    EXPECT_EQ(w.wait(), 0);
+  }
+  raw_redis data(data_port());
+  EXPECT_EQ(data({"GET", key("counter")}).str(), "4000");
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    EXPECT_EQ(m({"EXISTS", key("lock")}).integer(), 0) << "master " << i;
+  }
+}
+
+TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
+  client c(options());
+  {
+    // Simple: node-redlock's and redsync's string key with the token, on every master.
+    auto l = c.simple(key("s")).acquire({.lease_time = 10s});
+    ASSERT_TRUE(l);
+    const auto token = c.simple(key("s")).holder()->owner;
+    for (std::size_t i = 0; i < kMasters; ++i) {
+      raw_redis m(master(i).port());
+      EXPECT_EQ(m({"GET", key("s")}).str(), token) << "master " << i;
+      EXPECT_GT(m({"PTTL", key("s")}).integer(), 9000);
+    }
+  }
+  {
+    // Reentrant: a Redisson RLock hash on every master, re-entered on every master.
+    auto outer = c.reentrant(key("r")).acquire();
+    auto inner = c.reentrant(key("r")).acquire();
+    EXPECT_EQ(inner.fence(), outer.fence());
+    for (std::size_t i = 0; i < kMasters; ++i) {
+      raw_redis m(master(i).port());
+      const auto fields = m({"HGETALL", key("r")});
+      ASSERT_EQ(fields.elements().size(), 2u) << "master " << i;
+      EXPECT_EQ(fields.elements()[1].str(), "2");
+    }
+    inner.release();
+    outer.release();
+    for (std::size_t i = 0; i < kMasters; ++i) {
+      raw_redis m(master(i).port());
+      EXPECT_EQ(m({"EXISTS", key("r")}).integer(), 0) << "master " << i;
+    }
+  }
+  // The fence a grant carries stands on a majority of the counters (written back).
+  auto l = c.simple(key("f")).acquire({.lease_time = 10s});
+  int at_least = 0;
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    const auto v = m({"GET", "redisson_lock_token:{" + key("f") + "}"});
+    if (!v.is_nil() && std::stoull(v.str()) >= l.fence()) ++at_least;
+  }
+  EXPECT_GE(at_least, 3);
+  EXPECT_GE(c.stats().redlock_fence_raises, 3u);
+}
+
+TEST_F(RedLock, TwoOfFiveMastersDownBeforeAndDuringTheRunChangeNothing) {
+  master(0).kill();  // before the run
+  auto workers = counting_workers(4, "simple", 200);
+  wait_for_count(key("counter"), 100);
+  master(1).pause();  // during the run: SIGSTOP, past any per-node timeout
+  for (auto& w : workers) {
+    EXPECT_EQ(w.wait_for("done", 300s), "done");
+    EXPECT_EQ(w.wait(), 0);
+  }
+  master(1).resume();
+  raw_redis data(data_port());
+  EXPECT_EQ(data({"GET", key("counter")}).str(), "800");
+}
+
+TEST_F(RedLock, WithAMajorityDownNothingIsAcquiredAndTheWaitEndsOnTime) {
+  client c(options());
+  for (std::size_t i = 0; i < 3; ++i)
+    master(i).kill();
+  const auto started = steady::now();
+  EXPECT_FALSE(c.simple(key("lock")).try_acquire_for(300ms));
+  // The wait, plus at most one attempt's node timeout (5 % of the 30 s lease), not the 5 s
+  // command timeout.
+  EXPECT_LT(steady::now() - started, 300ms + 1500ms + 1s);
+  EXPECT_FALSE(c.reentrant(key("lock")).try_acquire());
+
+  // Two command-line runs at once: neither acquires, neither runs its command.
+  const auto marker = std::filesystem::temp_directory_path() / (key("ran") + ".marker");
+  std::filesystem::remove(marker);
+  auto args = cli_urls();
+  for (const char* a : {"run", "--wait", "1s", "job", "--", "touch"})
+    args.push_back(a);
+  args.push_back(marker.string());
+  std::vector<child_process> runs;
+  for (int i = 0; i < 2; ++i) {
+    auto with_cli = args;
+    with_cli.insert(with_cli.begin(), DLOCK_CLI);
+    embedded::spawn_options merged;
+    merged.capture_stdout = true;
+    merged.merge_stderr = true;
+    runs.emplace_back(with_cli, merged);
+  }
+  for (auto& r : runs) {
+    const auto output = r.drain();
+    EXPECT_EQ(r.wait(), 75) << output;
+    EXPECT_NE(output.find("majority"), std::string::npos) << output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker));
+
+  // A majority back: it works again, from the same client.
+  master(0).start();
+  EXPECT_TRUE(c.simple(key("lock")).try_acquire_for(10s));
+}
+
+TEST_F(RedLock, AStalledMasterHoldsAnAttemptUpOnlyUntilTheNodeTimeout) {
+  client c(options());
+  // Held by someone else on one master, two masters stalled: only the stalled ones could still
+  // make a majority, so the attempt waits for them, but no longer than 5 % of its lease.
+  raw_redis other(master(0).port());
+  ASSERT_EQ(other({"SET", key("lock"), "someone-else", "NX", "PX", "60000"}).str(), "OK");
+  master(3).pause();
+  master(4).pause();
+  const auto started = steady::now();
+  EXPECT_FALSE(c.simple(key("lock")).try_acquire({.lease_time = 4s}));  // node timeout 200 ms
+  const auto took = steady::now() - started;
+  EXPECT_GE(took, 190ms);
+  EXPECT_LT(took, 2s) << "the 5 s command timeout is not what ends it";
+  // With the others free, one stalled master does not slow a grant at all: three answers
+  // decide it.
+  master(4).resume();
+  ASSERT_EQ(other({"DEL", key("lock")}).integer(), 1);
+  auto l = c.simple(key("lock")).try_acquire({.lease_time = 4s});
+  EXPECT_TRUE(l);
+  l.release();
+  master(3).resume();
+  EXPECT_GE(c.stats().redlock_misses, 1u);
+}
+
+TEST_F(RedLock, AHolderLeftWithAMinorityIsToldAtTheNextRenewal) {
+  auto o = options();
+  o.watchdog_lease = 5s;
+  o.watchdog_period = 300ms;
+  client c(o);
+  std::atomic<int> lost{0};
+  std::optional<lease_lost_reason> why;
+  std::mutex m;
+  std::condition_variable cv;
+  auto l = c.reentrant(key("lock")).acquire({.on_lost = [&](lease_lost_reason r) {
+    std::lock_guard lock(m);
+    why = r;
+    ++lost;
+    cv.notify_all();
+  }});
+  ASSERT_TRUE(l);
+  // Three masters restarted empty (no persistence): the lock is on two only.
+  for (std::size_t i = 0; i < 3; ++i) {
+    master(i).kill();
+    master(i).start();
+  }
+  {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, 4s, [&] { return lost > 0; }))
+        << "no loss before the lease (5 s) would have run out";
+  }
+  EXPECT_EQ(why, lease_lost_reason::not_held);
+  EXPECT_FALSE(l.valid());
+  EXPECT_TRUE(l.stop_token().stop_requested());
+  // The partial extensions were let go: another client gets the lock at once.
+  client other(options());
+  EXPECT_TRUE(other.reentrant(key("lock")).try_acquire_for(2s));
+}
+
+// Masters with every write on disk before it is acknowledged: Redlock's own condition for
+// safety across restarts, and the fencing tokens'.
+class RedLockDurable : public RedLock {
+ protected:
+  embedded::server_options options_for(std::size_t i) const override {
+    embedded::server_options o;
+    if (i < kMasters) o.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    return o;
+  }
+};
+
+TEST_F(RedLockDurable, FencingTokensIncreaseAcrossMinorityMasterRestarts) {
+  constexpr int processes = 4, each = 500;
+  std::vector<child_process> workers;
+  for (int i = 0; i < processes; ++i) {
+    workers.emplace_back(
+        std::vector<std::string>{worker_path(), "fence", target(), "simple", key("lock"),
+                                 data_url(), key("fenced"), std::to_string(each)},
+        captured);
+  }
+  // Two masters at a time (a minority) are SIGKILLed and restarted from their AOF while the
+  // workers run, each time after another 40 grants. A release a master missed while down
+  // leaves the lock there until its 2 s lease runs out: the run slows, it does not stop.
+  std::atomic<bool> done{false};
+  std::atomic<int> restarts{0};
+  std::thread chaos([&] {
+    raw_redis data(data_port());
+    long last = 0;
+    for (std::size_t round = 0; !done; ++round) {
+      const auto seq = data({"GET", key("fenced") + ":seq"});
+      const long now = seq.is_nil() ? 0 : std::stol(seq.str());
+      if (now < last + 40) {
+        std::this_thread::sleep_for(2ms);
+        continue;
+      }
+      last = now;
+      const std::size_t a = round % kMasters, b = (round + 2) % kMasters;
+      master(a).kill();
+      master(b).kill();
+      master(a).start();
+      master(b).start();
+      restarts += 2;
+    }
+  });
+  std::map<long, unsigned long long> fence_by_seq;
+  std::vector<std::string> anomalies;
+  for (auto& w : workers) {
+    for (;;) {
+      const auto line = w.read_line(300s);
+      ASSERT_TRUE(line) << "a worker went silent";
+      if (*line == "done") break;
+      std::istringstream in(*line);
+      std::string word;
+      long seq = 0;
+      unsigned long long fence = 0;
+      if (in >> word >> seq >> fence && word == "grant") {
+        fence_by_seq[seq] = fence;
+      } else {
+        anomalies.push_back(*line);
+      }
+    }
+    EXPECT_EQ(w.wait(), 0);
+  }
+  done = true;
+  chaos.join();
+  EXPECT_TRUE(anomalies.empty()) << anomalies.front();
+  ASSERT_EQ(fence_by_seq.size(), static_cast<std::size_t>(processes * each));
+  EXPECT_EQ(fence_by_seq.begin()->first, 1);
+  EXPECT_EQ(fence_by_seq.rbegin()->first, processes * each);
+  unsigned long long previous = 0;
+  for (const auto& [seq, fence] : fence_by_seq) {
+    EXPECT_GT(fence, previous) << "grant " << seq << " went back";
+    previous = fence;
+  }
+  EXPECT_GT(restarts.load(), 2);
+  // Every older token is now stale to the fenced resource.
+  redis_client data(data_url());
+  EXPECT_FALSE(fenced_set(data, key("fenced") + ":resource", "late", previous - 1).written);
+  EXPECT_TRUE(fenced_set(data, key("fenced") + ":resource", "last", previous).written);
+}
+
+// node-redlock, as its users run it: one ioredis client per master.
+class NodeRedlock : public RedLock {
+ protected:
+  void SetUp() override {
+    const auto modules = std::filesystem::path(DLOCK_SOURCE_DIR) / "bench/peers/node_modules";
+    if (std::system("node --version >/dev/null 2>&1") != 0 ||
+        !std::filesystem::exists(modules / "redlock") ||
+        !std::filesystem::exists(modules / "ioredis")) {
+      GTEST_SKIP() << "node-redlock is not installed: run bench/peers/install (scripts/test does)";
+    }
+    RedLock::SetUp();
+  }
+  std::vector<std::string> node(std::vector<std::string> rest) {
+    std::vector<std::string> a = {"node",
+                                  std::string(DLOCK_SOURCE_DIR) + "/tests/interop/node_redlock.js"};
+    a.push_back(rest.front());
+    std::string masters;
+    for (const auto& u : master_urls())
+      masters += (masters.empty() ? "" : ",") + u;
+    a.push_back(masters);
+    a.insert(a.end(), rest.begin() + 1, rest.end());
+    return a;
+  }
+};
+
+TEST_F(NodeRedlock, AndDlockExcludeEachOtherBothWays) {
+  client c(options());
+  {
+    // dlock holds: node-redlock's single attempt is refused.
+    auto l = c.simple(key("lock")).acquire();
+    child_process attempt(node({"try", key("lock")}), captured);
+    EXPECT_EQ(attempt.read_line(30s), "busy");
+    EXPECT_EQ(attempt.wait(), 0);
+  }
+  {
+    // node-redlock holds: dlock is refused until it releases, then gets the lock.
+    child_process holder(node({"hold", key("lock")}), captured);
+    const auto line = holder.wait_for("acquired", 30s);
+    ASSERT_TRUE(line) << holder.drain();
+    EXPECT_FALSE(c.simple(key("lock")).try_acquire());
+    holder.signal(SIGTERM);
+    EXPECT_EQ(holder.wait_for("released", 30s), "released");
+    EXPECT_EQ(holder.wait(), 0);
+    EXPECT_TRUE(c.simple(key("lock")).try_acquire_for(5s));
+  }
+  // Both at once on one counter, not atomic: it ends exact only if they exclude each other.
+  child_process js(node({"count", key("both"), data_url(), key("counter"), "150"}), captured);
+  child_process cpp(
+      {worker_path(), "count", target(), "simple", key("both"), key("counter"), "150", data_url()},
+      captured);
+  EXPECT_EQ(js.wait_for("done", 300s), "done");
+  EXPECT_EQ(cpp.wait_for("done", 300s), "done");
+  EXPECT_EQ(js.wait(), 0);
+  EXPECT_EQ(cpp.wait(), 0);
+  raw_redis data(data_port());
+  EXPECT_EQ(data({"GET", key("counter")}).str(), "300");
+}
+
+TEST_F(RedLock, TheCommandLineRunsOnFiveMastersWithTheDocumentedExitCodes) {
+  auto with = [&](std::vector<std::string> rest) {
+    auto a = cli_urls();
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+  };
+  const auto ran = dlock_cli(with({"run", "job", "--", "sh", "-c", "echo fence=$DLOCK_FENCE"}));
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  const auto at = ran.output.find("fence=");
+  ASSERT_NE(at, std::string::npos) << ran.output;
+  EXPECT_GT(std::stoull(ran.output.substr(at + 6)), 0u);
+  EXPECT_EQ(dlock_cli(with({"run", "job", "--", "sh", "-c", "exit 3"})).code, 3);
+
+  // Held by a background run: a second run with no wait is not acquired (75).
+  auto args = with({"run", "job", "--", "sh", "-c", "echo holding; exec sleep 60"});
+  args.insert(args.begin(), DLOCK_CLI);
+  child_process holder(args, captured);
+  ASSERT_EQ(holder.wait_for("holding", 30s), "holding");
+  const auto busy = dlock_cli(with({"run", "--wait", "0", "job", "--", "true"}));
+  EXPECT_EQ(busy.code, 75) << busy.output;
+  holder.signal(SIGTERM);
+  holder.wait();
+
+  // status and unlock --force reach every master, the first one down included.
+  client c(options());
+  auto held = c.simple(key("forced")).acquire({.lease_time = 60s});
+  master(0).kill();
+  const auto status = dlock_cli(with({"status", "--json", key("forced")}));
+  EXPECT_EQ(status.code, 0) << status.output;
+  EXPECT_NE(status.output.find("\"simple\""), std::string::npos) << status.output;
+  const auto forced = dlock_cli(with({"unlock", "--force", key("forced")}));
+  EXPECT_EQ(forced.code, 0) << forced.output;
+  for (std::size_t i = 1; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    EXPECT_EQ(m({"EXISTS", key("forced")}).integer(), 0) << "master " << i;
+  }
+
+  const auto listed = dlock_cli(with({"ls"}));
+  EXPECT_EQ(listed.code, 0) << listed.output;
+
+  // Two masters are not RedLock: a usage error on one line.
+  const auto two = dlock_cli({"--url", url(0), "--url", url(1), "run", "job", "--", "true"});
+  EXPECT_EQ(two.code, 64) << two.output;
+  EXPECT_NE(two.output.find("at least 3"), std::string::npos) << two.output;
+  EXPECT_EQ(line_count(two.output), 1u) << two.output;
+}
+
+}  // namespace
+}  // namespace dlock::testing
