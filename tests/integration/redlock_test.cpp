@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -139,6 +141,31 @@ TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
   }
   EXPECT_GE(at_least, 3);
   EXPECT_GE(c.stats().redlock_fence_raises, 3u);
+}
+
+TEST_F(RedLock, TheSingleServerApiWorksUnchanged) {
+  client c(options());
+  // Lockable: std::scoped_lock over two RedLock locks and a std::mutex.
+  auto a = c.reentrant(key("a"));
+  auto b = c.simple(key("b"));
+  std::mutex local;
+  {
+    std::scoped_lock all(a, b, local);
+    EXPECT_TRUE(a.held_by_current_thread());
+    EXPECT_TRUE(b.is_locked());
+  }
+  EXPECT_FALSE(b.is_locked());
+  // Asynchronous: a waiter parks no thread and is granted when the holder releases (the unlock
+  // message on the masters wakes it).
+  auto held = c.simple(key("c")).acquire();
+  auto granted = c.simple(key("c")).acquire_future(30s);
+  EXPECT_EQ(granted.wait_for(50ms), std::future_status::timeout);
+  const auto fence = held.fence();
+  held.release();
+  auto next = granted.get();
+  ASSERT_TRUE(next);
+  EXPECT_GT(next.fence(), fence);
+  EXPECT_GE(c.stats().unlock_messages, 1u);
 }
 
 TEST_F(RedLock, TwoOfFiveMastersDownBeforeAndDuringTheRunChangeNothing) {
