@@ -82,8 +82,9 @@ class topology {
   /// The command that counts a channel's subscribers (PUBSUB NUMSUB or SHARDNUMSUB).
   virtual std::string_view numsub_command() const noexcept { return "NUMSUB"; }
 
-  /// Subscribes `channel` on `node`. `on_subscribed` runs each time the server confirms it (at
-  /// first and after every reconnect). Returns an id for `unsubscribe`. I/O thread only.
+  /// Subscribes `channel` on `node` (RedLock: on every master, since a release publishes on
+  /// each). `on_subscribed` runs each time a server confirms it (at first and after every
+  /// reconnect). Returns an id for `unsubscribe`. I/O thread only.
   virtual std::uint64_t subscribe(node_id node, const std::string& channel,
                                   message_handler on_message,
                                   std::function<void()> on_subscribed) = 0;

@@ -70,6 +70,26 @@ class RedLock : public redis_test {
     }
   }
 
+  /// Waits (bounded) until every master has `key`: a grant needs only a majority, so the other
+  /// masters' answers may still be on their way when it is returned.
+  void wait_on_every_master(const std::string& key) {
+    const auto limit = steady::now() + 30s;
+    for (std::size_t i = 0; i < kMasters; ++i) {
+      raw_redis m(master(i).port());
+      while (m({"EXISTS", key}).integer() == 0) {
+        ASSERT_LT(steady::now(), limit) << "master " << i << " never got " << key;
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+  }
+
+  /// Waits until `c` is connected to every master (it is ready once a majority is): one grant
+  /// that every master has seen.
+  void wait_connected_to_all(const client& c) {
+    auto warm = c.simple(key("warm-up")).acquire({.lease_time = 30s});
+    wait_on_every_master(key("warm-up"));
+  }
+
   std::vector<child_process> counting_workers(int processes, const std::string& kind, int each) {
     std::vector<child_process> workers;
     for (int i = 0; i < processes; ++i) {
@@ -106,6 +126,7 @@ TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
     // Simple: node-redlock's and redsync's string key with the token, on every master.
     auto l = c.simple(key("s")).acquire({.lease_time = 10s});
     ASSERT_TRUE(l);
+    wait_on_every_master(key("s"));
     const auto token = c.simple(key("s")).holder()->owner;
     for (std::size_t i = 0; i < kMasters; ++i) {
       raw_redis m(master(i).port());
@@ -120,6 +141,14 @@ TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
     EXPECT_EQ(inner.fence(), outer.fence());
     for (std::size_t i = 0; i < kMasters; ++i) {
       raw_redis m(master(i).port());
+      // The re-entry's count, once every master has seen it.
+      const auto limit = steady::now() + 30s;
+      for (;;) {
+        const auto counts = m({"HVALS", key("r")});
+        if (!counts.elements().empty() && counts.elements()[0].str() == "2") break;
+        if (steady::now() >= limit) break;
+        std::this_thread::sleep_for(1ms);
+      }
       const auto fields = m({"HGETALL", key("r")});
       ASSERT_EQ(fields.elements().size(), 2u) << "master " << i;
       EXPECT_EQ(fields.elements()[1].str(), "2");
@@ -223,6 +252,7 @@ TEST_F(RedLock, WithAMajorityDownNothingIsAcquiredAndTheWaitEndsOnTime) {
 
 TEST_F(RedLock, AStalledMasterHoldsAnAttemptUpOnlyUntilTheNodeTimeout) {
   client c(options());
+  wait_connected_to_all(c);
   // Held by someone else on one master, two masters stalled: only the stalled ones could still
   // make a majority, so the attempt waits for them, but no longer than 5 % of its lease.
   raw_redis other(master(0).port());
