@@ -18,6 +18,7 @@
 #include "cluster_scenarios.hpp"
 #include "embedded/redis_cluster.hpp"
 #include "embedded/redis_server.hpp"
+#include "redlock_scenarios.hpp"
 
 namespace dlock::bench {
 
@@ -48,6 +49,13 @@ const char* const cluster_references_text =
     "Cluster).\n"
     "Commands and writes per master: each master's redis_client::counters(), reached through\n"
     "client::masters(). A write to a node is one round trip to it.\n";
+
+const char* const redlock_references_text =
+    "\nratio = RedLock / standalone: the same dlock code on five private, independent masters\n"
+    "(every acquisition asks all five and waits for three, then writes the fence back to a\n"
+    "majority) and on one private server, measured in this run in interleaved slices (medians).\n"
+    "The five masters share this machine's cores with the client: read the ratios as what a\n"
+    "majority costs in round trips and server work, not as a network figure (docs/redlock.md).\n";
 
 int rounds_for(const bench_run_options& o) {
   if (o.rounds > 0) return o.rounds;
@@ -149,6 +157,77 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
   return results;
 }
 
+// --topology redlock: five private masters beside a private standalone server, never a
+// caller's, for the same reason as the cluster's.
+std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ostream& out,
+                                            const say_fn& say) {
+  namespace emb = dlock::embedded;
+  for (const auto& name : o.scenarios) {
+    if (name != "uncontended" && name != "throughput" && name != "handoff") {
+      throw bench_usage_error(
+          "--topology redlock measures uncontended, throughput and handoff, not '" + name + "'");
+    }
+  }
+  if (!o.url.empty()) {
+    throw bench_usage_error(
+        "--topology redlock starts its own five masters and standalone server; --url is not "
+        "accepted with it");
+  }
+  if (!o.plot_dir.empty()) {
+    throw bench_usage_error(
+        "--plot draws the standalone scenarios' charts; not available with --topology redlock");
+  }
+  if (!emb::server_available()) {
+    throw missing_program(
+        "--topology redlock needs redis-server (Debian: apt-get install "
+        "redis-server)");
+  }
+  const auto wants = [&](const char* name) {
+    return o.scenarios.empty() ||
+           std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end();
+  };
+  say("starting a private redis-server and five private RedLock masters");
+  emb::redis_server standalone;  // all stopped by their destructors, whatever happens
+  std::vector<std::unique_ptr<emb::redis_server>> masters;
+  redlock_settings rs;
+  for (int i = 0; i < 5; ++i) {
+    masters.push_back(std::make_unique<emb::redis_server>());
+    rs.masters.push_back(masters.back()->url());
+  }
+  std::string where;
+  {
+    redis_client control(standalone.url());
+    where = "standalone: " + control.options().redacted_url() + " (private redis-server " +
+            server_version(control) + ")\nRedLock: 5 independent masters (private):";
+    for (const auto& url : rs.masters)
+      where += " " + url;
+  }
+  const int rounds = rounds_for(o);
+  const std::string settings_text = format("%g s per measurement in %d interleaved slice%s",
+                                           o.seconds, rounds, rounds == 1 ? "" : "s");
+  say(settings_text);
+  rs.standalone.url = standalone.url();
+  rs.standalone.seconds = o.seconds;
+  rs.standalone.rounds = rounds;
+  rs.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
+  redlock_options ro;
+  ro.uncontended = wants("uncontended");
+  if (!wants("throughput")) ro.threads.clear();
+  if (!o.threads.empty() && wants("throughput")) ro.threads = o.threads;
+  if (o.quick) ro.handoff_clients = 4;
+  if (!wants("handoff")) ro.handoff_clients = 0;
+  const auto results = run_redlock(rs, ro);
+  if (o.json) {
+    out << nlohmann::ordered_json{{"scenarios", results}}.dump(2) << '\n';
+  } else {
+    out << '\n' << where << '\n' << settings_text << "\n\n";
+    out << format_results_table(results, o.with_extra);
+    out << redlock_references_text;
+  }
+  out.flush();
+  return results;
+}
+
 }  // namespace
 
 const std::vector<std::string>& scenario_names() {
@@ -197,13 +276,9 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
   const auto& topologies = topology_names();
   if (std::find(topologies.begin(), topologies.end(), o.topology) == topologies.end()) {
     throw bench_usage_error("unknown topology '" + o.topology +
-                            "' (expected standalone or cluster)");
+                            "' (expected standalone, cluster or redlock)");
   }
-  if (o.topology == "redlock") {
-    throw bench_usage_error(
-        "--topology redlock (RedLock over independent masters) is reserved for a later "
-        "version; use standalone or cluster");
-  }
+  if (o.topology == "redlock") return run_on_redlock(o, out, say);
   if (o.topology == "cluster") return run_on_cluster(o, out, say);
   const bool wants_throughput =
       std::find(chosen.begin(), chosen.end(), "throughput") != chosen.end();

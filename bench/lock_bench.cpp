@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--url", o.url, "Use this server instead of starting an embedded one");
   app.add_option("--topology", o.topology,
                  "standalone, or cluster: throughput and watchdog on an embedded 3-master cluster "
-                 "beside an embedded server (redlock: reserved)")
+                 "beside an embedded server (redlock: uncontended, throughput and handoff on five "
+                 "embedded masters beside an embedded server)")
       ->check(CLI::IsMember(bench::topology_names()))
       ->capture_default_str();
   app.add_flag("--json", o.json, "Print JSON instead of a table");

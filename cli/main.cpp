@@ -339,8 +339,9 @@ Examples:
       ->type_name("DIR");
   bench_cmd
       ->add_option("--topology", bench_opts.topology,
-                   "standalone (default), or cluster: a private 3-master cluster beside a private "
-                   "server (throughput, watchdog); redlock is reserved")
+                   "standalone (default); cluster: a private 3-master cluster beside a private "
+                   "server (throughput, watchdog); redlock: five private RedLock masters beside "
+                   "a private server (uncontended, throughput, handoff)")
       ->check(CLI::IsMember(dlock::bench::topology_names()))
       ->type_name("TOPOLOGY");
   bench_cmd->footer(R"(
@@ -352,12 +353,16 @@ same run and their ratio. The server is a private redis-server unless --url is g
 --topology cluster starts a private 3-master Redis Cluster and a private redis-server (never
 --url) and runs throughput (16 and 64 threads) and watchdog on both: the cluster's figures
 beside the standalone's, their ratio, and the commands each master received.
+--topology redlock starts five private independent masters and a private redis-server (never
+--url) and runs uncontended, throughput (16 threads) and handoff (8 clients) on both: RedLock's
+figures beside the standalone's, and their ratio.
 
 Examples:
   dlock bench --seconds 1
   dlock bench throughput handoff --plot /tmp/dlock-plots
   dlock --url redis://redis.test:6379 bench uncontended --json
-  dlock bench --topology cluster --seconds 2)");
+  dlock bench --topology cluster --seconds 2
+  dlock bench --topology redlock --seconds 2)");
 
   std::string holder_url, holder_name, holder_resource;
   auto* holder_cmd = app.add_subcommand("_demo-holder", "");

@@ -21,6 +21,10 @@
 //       [--peer redlock|semaphore|all] [--settings default|aggressive|all] \
 //       [--scenario uncontended,throughput,handoff] [--threads 1,4,16,64] [--workers 8] \
 //       [--handoff-clients both|shared|per-worker] [--throughput-clients shared|per-worker]
+//       [--redlock-masters URL2,URL3,...]
+//
+// --redlock-masters: node-redlock over several independent masters (--url is the first; one
+// ioredis client per master, as its users run it) instead of one.
 'use strict';
 
 const { performance } = require('perf_hooks');
@@ -74,6 +78,7 @@ function parseArgs(argv) {
     };
     switch (key) {
       case '--url': o.url = value(); break;
+      case '--redlock-masters': o.redlockMasters = list(value()); break;
       case '--seconds': o.seconds = Number(value()); break;
       case '--peer': {
         const v = value();
@@ -127,7 +132,7 @@ const PEERS = {
       aggressive: { retryDelay: 1, retryJitter: 0 },
     },
     describe: (s) =>
-      `Redlock([one ioredis client]) retryDelay=${s.retryDelay} ms retryJitter=${s.retryJitter} ms ` +
+      `Redlock([${1 + redlockMasters.length} ioredis client(s), one per master]) retryDelay=${s.retryDelay} ms retryJitter=${s.retryJitter} ms ` +
       `driftFactor=0.01; acquire(retryCount=-1 i.e. until acquired), release() with retryCount=10 ` +
       `(default); lease ${LEASE_MS} ms`,
     // With the real default retryCount (10), an acquisition that needs more than 11 attempts
@@ -135,7 +140,8 @@ const PEERS = {
     defaultLimitNote: 'acquisitions needing > 11 attempts (would throw ExecutionError at the default retryCount 10)',
     overDefaultLimit: (acq) => acq.attempts > 11,
     makeLocker(client, s) {
-      const redlock = new Redlock([client], { retryDelay: s.retryDelay, retryJitter: s.retryJitter });
+      const clients = [client, ...redlockMasters.map((url) => extraClient(url))];
+      const redlock = new Redlock(clients, { retryDelay: s.retryDelay, retryJitter: s.retryJitter });
       // Redlock emits "error" (ResourceLockedError) for every failed attempt; an EventEmitter
       // without a listener would throw it.
       redlock.on('error', () => {});
@@ -207,6 +213,17 @@ async function newClient(url, counted) {
   c.__dlockCounted = counted;
   openClients.push(c);
   await c.connect();
+  return c;
+}
+
+// The other RedLock masters' clients of one locker (connecting in the background; commands
+// wait in ioredis' offline queue until then).
+let redlockMasters = [];
+function extraClient(url) {
+  const c = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true });
+  c.on('error', () => {});
+  c.__dlockCounted = true;
+  openClients.push(c);
   return c;
 }
 
@@ -537,6 +554,7 @@ const SCENARIOS = { uncontended, throughput, handoff };
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
+  redlockMasters = o.redlockMasters || [];
   let failures = 0;
   const control = await newClient(o.url, false);
   try {
