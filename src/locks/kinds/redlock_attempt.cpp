@@ -1,0 +1,204 @@
+// RedLock's acquisition round: one attempt on every master at once, decided by quorum_round;
+// the fence write-back after a win, the releases after a miss.
+#include "locks/kinds/redlock_rounds.hpp"
+
+namespace dlock::detail::redlock_rounds {
+
+// ---- attempt_round ----
+
+attempt_round::attempt_round(const redlock_protocol& kind, const lock_call& c, std::size_t masters,
+                             net::reply_callback done)
+    : kind_(kind),
+      call_{c.topo, c.names, c.owner, c.lease},
+      started_(net::clock::now()),
+      node_deadline_(std::min(c.deadline, started_ + kind.timing().node_timeout(c.lease))),
+      cleanup_at_(cleanup_deadline(c.deadline)),
+      round_(masters, started_, c.lease, kind.timing()),
+      fence_round_(masters, started_, c.lease, kind.timing()),
+      said_(masters, outcome_type::malformed),
+      done_(std::move(done)) {}
+
+void attempt_round::start() {
+  const auto nodes = call_.topo.nodes_for(call_.names.name);
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    kind_.base().attempt(call_.at(nodes[i], node_deadline_),
+                         [self, i](std::error_code ec, reply r) { self->on_reply(i, ec, r); });
+  }
+}
+
+void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) {
+  std::vector<outcome_type> said;
+  std::int64_t fence = 0;
+  verdict decided;
+  {
+    lock_guard lock(mutex_);
+    const bool was_pending = round_.current() == verdict::pending;
+    auto v = vote::unknown;
+    std::int64_t value = 0;
+    if (ec) {
+      error_.note(ec, r);
+    } else if (const auto out = kind_.base().decode_attempt(r); out.what == outcome_type::busy) {
+      v = vote::no;
+      value = out.pttl;
+    } else if (out.what == outcome_type::granted || out.what == outcome_type::reentered) {
+      v = vote::yes;
+      value = static_cast<std::int64_t>(out.fence);
+      said_[i] = out.what;
+    } else {
+      error_.note(errc::unexpected_reply, r);
+    }
+    if (v == vote::no) said_[i] = outcome_type::busy;
+    decided = round_.record(i, v, value, net::clock::now());
+    if (!was_pending) {
+      // Decided already: a late grant is covered, as the release after a miss (or the one that
+      // ends the hold) went out on the same connection behind this attempt.
+      kind_.counters().late.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (decided == verdict::pending) return;
+    said = said_;
+    fence = round_.max_yes_value();
+    if (decided == verdict::lost) {
+      miss(round_, error_);
+      return;
+    }
+  }
+  on_won(std::move(said), fence);
+}
+
+void attempt_round::on_won(std::vector<outcome_type> said, std::int64_t fence) {
+  if (is_reentry(said)) {
+    // The owner's hold goes on: its fence was written back when it was first granted.
+    finish({}, reply::array({reply::integer(2), reply::integer(fence)}));
+    return;
+  }
+  // A fresh grant that some master counted as a re-entry: that master still had a hold of this
+  // owner's from an earlier attempt it answered too late. Take the extra count back, so that
+  // the release leaves nothing behind there.
+  const auto nodes = call_.topo.nodes_for(call_.names.name);
+  for (std::size_t i = 0; i < said.size(); ++i) {
+    if (said[i] == outcome_type::reentered) {
+      kind_.base().release(call_.at(nodes[i], cleanup_at_), [](std::error_code, reply) {});
+    }
+  }
+  raise_fence(said, fence);
+}
+
+// Before the grant is reported, the largest token its majority drew is written back to a
+// majority of the masters it holds: any later majority shares one of them, whose counter then
+// already stands at this token, so the later grant's token is larger (docs/redlock.md).
+void attempt_round::raise_fence(const std::vector<outcome_type>& said, std::int64_t fence) {
+  const auto nodes = call_.topo.nodes_for(call_.names.name);
+  {
+    lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < said.size(); ++i) {
+      if (said[i] != outcome_type::granted && said[i] != outcome_type::reentered) {
+        fence_round_.record(i, vote::no, 0, started_);  // not ours: cannot carry the token
+      }
+    }
+  }
+  const auto token = std::to_string(fence);
+  const std::string_view keys[] = {call_.names.fence_key};
+  const std::string_view args[] = {token};
+  const auto deadline =
+      std::min(cleanup_at_, net::clock::now() + kind_.timing().node_timeout(call_.lease));
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < said.size(); ++i) {
+    if (said[i] != outcome_type::granted && said[i] != outcome_type::reentered) continue;
+    kind_.counters().fence_raises.fetch_add(1, std::memory_order_relaxed);
+    call_.topo.eval(
+        nodes[i], kind_.fence_raise(), keys, args, deadline, durability::master,
+        [self, i, fence](std::error_code ec, reply r) { self->on_fence_raised(i, ec, r, fence); });
+  }
+}
+
+void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const reply& r,
+                                    std::int64_t fence) {
+  {
+    lock_guard lock(mutex_);
+    const bool was_pending = fence_round_.current() == verdict::pending;
+    const bool stored = !ec && r.is_integer() && r.integer() >= fence;
+    if (ec) error_.note(ec, r);
+    const auto decided =
+        fence_round_.record(i, stored ? vote::yes : vote::unknown, 0, net::clock::now());
+    if (!was_pending || decided == verdict::pending) return;
+    if (decided == verdict::lost) {
+      miss(fence_round_, error_);
+      return;
+    }
+  }
+  finish({}, reply::array({reply::integer(1), reply::integer(fence)}));
+}
+
+// After a miss, every master is released, those that did not answer too (the attempt may have
+// run there after all; the release goes out behind it on the same connection). A re-entry
+// undoes only its own count where it re-entered, and leaves the owner's other holds alone.
+//
+// The miss is reported once the masters that answered have confirmed their release: a caller
+// that gives up and exits at once must not leave its grants behind, and one that retries must
+// not find them in its way. Masters that did not answer are not waited for.
+//
+// What is reported: busy, with when a majority may be free (0: at once, after the caller's
+// jitter; -1: unknown, the caller re-checks on its own rhythm or when an unlock message comes).
+// Masters down or slow are part of what RedLock rides out, so a miss they caused is "not
+// acquired" too; only an error waiting cannot fix (a wrong type, a permission) that kept the
+// majority out of reach is reported as such.
+void attempt_round::miss(const quorum_round& r, const round_error& e) {
+  kind_.counters().misses.fetch_add(1, std::memory_order_relaxed);
+  const bool errors_mattered = r.count(vote::no) <= r.masters() - r.needed();
+  std::error_code ec;
+  reply out;
+  if (e.ec && errors_mattered && !transient(e.ec)) {
+    ec = e.ec;
+    out = e.server_reply;
+  } else {
+    out = reply::array({reply::integer(0), reply::integer(r.wait_for_majority_ms())});
+  }
+  struct pending_report {
+    net::io_thread& io;
+    net::reply_callback done;
+    std::error_code ec;
+    reply out;
+    std::size_t releases = 1;  // one for the loop below, so the report cannot leave early
+    void one_done() {
+      if (--releases > 0) return;
+      // Posted: the last release may complete inline (a closed client) while the round's
+      // mutex is held, and `done` may send the next attempt.
+      io.post([done = std::move(done), ec = ec, out = std::move(out)]() mutable {
+        if (done) done(ec, std::move(out));
+      });
+    }
+  };
+  auto report = std::make_shared<pending_report>(
+      pending_report{call_.topo.io(), std::move(done_), ec, std::move(out)});
+  const bool reentry = is_reentry(said_);
+  const auto nodes = call_.topo.nodes_for(call_.names.name);
+  for (std::size_t i = 0; i < said_.size(); ++i) {
+    const auto c = call_.at(nodes[i], cleanup_at_);
+    const bool answered = said_[i] != outcome_type::malformed;
+    net::reply_callback confirmed = [](std::error_code, reply) {};
+    if (answered) {
+      ++report->releases;
+      confirmed = [report](std::error_code, reply) { report->one_done(); };
+    }
+    if (said_[i] == outcome_type::reentered) {
+      kind_.base().release(c, std::move(confirmed));
+    } else if (said_[i] == outcome_type::granted || !reentry) {
+      kind_.base().drop(c, std::move(confirmed));
+    } else if (answered) {
+      report->one_done();
+    }
+  }
+  report->one_done();
+}
+
+void attempt_round::finish(std::error_code ec, reply r) {
+  net::reply_callback done;
+  {
+    lock_guard lock(mutex_);
+    done = std::move(done_);
+  }
+  if (done) done(ec, std::move(r));
+}
+}  // namespace dlock::detail::redlock_rounds

@@ -1,0 +1,233 @@
+// The inside of the RedLock kind (redlock.hpp), shared by its files: the protocol object, and
+// the rounds that run one call over every master. The protocol object (its releases and drops
+// included) is here; redlock.cpp has the renewal round, redlock_attempt.cpp the acquisition one.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/sync.hpp"
+#include "dlock/error.hpp"
+#include "dlock_lua_scripts.hpp"
+#include "locks/kinds/redlock.hpp"
+
+namespace dlock::detail::redlock_rounds {
+
+using std::chrono::milliseconds;
+using vote = quorum_round::vote;
+using verdict = quorum_round::verdict;
+using outcome_type = attempt_outcome::type;
+
+inline bool transient(std::error_code ec) {
+  return ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy ||
+         ec == errc::client_closed;
+}
+
+// The error a round reports when it missed its majority because masters gave no usable answer:
+// one that waiting cannot fix (the server's own words: a wrong type, a permission) before one it
+// can (a master down or slow).
+struct round_error {
+  std::error_code ec;
+  reply server_reply;
+  void note(std::error_code e, const reply& r) {
+    if (!ec || (transient(ec) && !transient(e))) {
+      ec = e;
+      server_reply = r;
+    }
+  }
+};
+
+// What a round keeps of the lock_call it serves: the call itself refers to the caller's objects.
+struct call_copy {
+  topology& topo;
+  lock_names names;
+  std::string owner;
+  milliseconds lease;
+  lock_call at(node_id node, net::clock::time_point deadline) const {
+    return {topo, node, names, owner, lease, deadline};
+  }
+};
+
+// Cleanup (releases after a miss, drops of partial extensions) is not the caller's to wait for,
+// but should not be cut shorter than a master's usual answer.
+inline net::clock::time_point cleanup_deadline(net::clock::time_point at_least) {
+  return std::max(at_least, net::clock::now() + std::chrono::seconds(1));
+}
+
+class redlock_protocol;
+
+// Whether the masters' answers say this attempt re-entered a hold its owner has: most of those
+// that granted it counted a re-entry. (A master can also hold a stale hold of the same owner,
+// from an earlier attempt it answered after the decision; that one alone is not a re-entry.)
+inline bool is_reentry(const std::vector<outcome_type>& said) {
+  const auto reentered = std::count(said.begin(), said.end(), outcome_type::reentered);
+  const auto granted = std::count(said.begin(), said.end(), outcome_type::granted);
+  return reentered > 0 && reentered >= granted;
+}
+
+// One acquisition attempt over every master.
+class attempt_round : public std::enable_shared_from_this<attempt_round> {
+ public:
+  attempt_round(const redlock_protocol& kind, const lock_call& c, std::size_t masters,
+                net::reply_callback done);
+  void start();
+
+ private:
+  void on_reply(std::size_t i, std::error_code ec, const reply& r);
+  void on_won(std::vector<outcome_type> said, std::int64_t fence);
+  void raise_fence(const std::vector<outcome_type>& said, std::int64_t fence);
+  void on_fence_raised(std::size_t i, std::error_code ec, const reply& r, std::int64_t fence);
+  void miss(const quorum_round& r, const round_error& e) DLOCK_REQUIRES(mutex_);
+  void finish(std::error_code ec, reply r);
+
+  const redlock_protocol& kind_;
+  const call_copy call_;
+  const net::clock::time_point started_;
+  const net::clock::time_point node_deadline_;
+  const net::clock::time_point cleanup_at_;
+  mutex mutex_;  // replies come on the I/O thread while start() may still run on a user thread
+  quorum_round round_ DLOCK_GUARDED_BY(mutex_);
+  quorum_round fence_round_ DLOCK_GUARDED_BY(mutex_);
+  std::vector<outcome_type> said_ DLOCK_GUARDED_BY(mutex_);
+  round_error error_ DLOCK_GUARDED_BY(mutex_);
+  net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
+};
+
+// One renewal batch over every master: per hold, a majority of renewals or of refusals decides.
+class renewal_round : public std::enable_shared_from_this<renewal_round> {
+ public:
+  renewal_round(const redlock_protocol& kind, topology& t, std::span<const renewal_item> items,
+                std::size_t masters, net::reply_callback done);
+  void start(net::clock::time_point deadline);
+
+ private:
+  void on_reply(std::error_code ec, const reply& r);
+
+  const redlock_protocol& kind_;
+  topology& topo_;
+  std::vector<std::string> names_, owners_;
+  std::vector<milliseconds> leases_;
+  std::vector<renewal_item> items_;  // pointing into names_ and owners_
+  const std::size_t masters_;
+  mutex mutex_;
+  std::vector<std::size_t> renewed_ DLOCK_GUARDED_BY(mutex_), refused_ DLOCK_GUARDED_BY(mutex_);
+  std::size_t answered_ DLOCK_GUARDED_BY(mutex_) = 0;
+  net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
+};
+
+class redlock_protocol final : public lock_kind {
+ public:
+  redlock_protocol(const lock_kind& base, quorum_timing timing, quorum_counters& counters)
+      : base_(base), timing_(timing), counters_(counters) {}
+
+  std::string_view name() const noexcept override { return base_.name(); }
+  std::string_view redis_type() const noexcept override { return base_.redis_type(); }
+  lock_type public_type() const noexcept override { return base_.public_type(); }
+  bool reentrant() const noexcept override { return base_.reentrant(); }
+  std::size_t max_holders() const noexcept override { return base_.max_holders(); }
+  std::string owner_for(const std::string& client_id, const lease_options& o) const override {
+    return base_.owner_for(client_id, o);
+  }
+  attempt_outcome decode_attempt(const reply& r) const override { return base_.decode_attempt(r); }
+
+  void attempt(const lock_call& c, net::reply_callback done) const override {
+    std::make_shared<attempt_round>(*this, c, c.topo.nodes_for(c.names.name).size(),
+                                    std::move(done))
+        ->start();
+  }
+
+  void release(const lock_call& c, net::reply_callback done) const override {
+    on_every_master(c, &lock_kind::release, std::move(done));
+  }
+
+  void drop(const lock_call& c, net::reply_callback done) const override {
+    on_every_master(c, &lock_kind::drop, std::move(done));
+  }
+
+  void renew(topology& t, node_id, std::span<const renewal_item> items,
+             net::clock::time_point deadline, net::reply_callback done) const override {
+    const auto masters = items.empty() ? 0 : t.nodes_for(*items.front().name).size();
+    auto round = std::make_shared<renewal_round>(*this, t, items, masters, std::move(done));
+    auto shortest = items.empty() ? milliseconds(0) : items.front().lease;
+    for (const auto& item : items)
+      shortest = std::min(shortest, item.lease);
+    round->start(std::min(deadline, net::clock::now() + timing_.node_timeout(shortest)));
+  }
+
+  const lock_kind& base() const noexcept { return base_; }
+  const quorum_timing& timing() const noexcept { return timing_; }
+  quorum_counters& counters() const noexcept { return counters_; }
+  const script& fence_raise() const noexcept { return fence_raise_; }
+
+ private:
+  // A release or a drop on every master: confirmed (the largest count any master returned) when
+  // a majority answered with an integer, "not held" (nil) when a majority answered nil,
+  // unconfirmed (the first error) otherwise. It waits for every master, each bounded by the
+  // node timeout (a master that is down answers at once): a process that exits right after
+  // unlock() must not leave its lock on the slower masters until the lease runs out.
+  void on_every_master(const lock_call& c,
+                       void (lock_kind::*op)(const lock_call&, net::reply_callback) const,
+                       net::reply_callback done) const {
+    struct state {
+      mutex m;
+      std::size_t answered DLOCK_GUARDED_BY(m) = 0, released DLOCK_GUARDED_BY(m) = 0,
+                           not_held DLOCK_GUARDED_BY(m) = 0;
+      std::int64_t largest DLOCK_GUARDED_BY(m) = 0;
+      round_error error DLOCK_GUARDED_BY(m);
+      net::reply_callback done DLOCK_GUARDED_BY(m);
+    };
+    const auto nodes = c.topo.nodes_for(c.names.name);
+    const auto masters = nodes.size();
+    auto st = std::make_shared<state>();
+    {
+      lock_guard lock(st->m);
+      st->done = std::move(done);
+    }
+    auto deadline = c.deadline;
+    if (c.lease > milliseconds(0)) {
+      deadline = std::min(deadline, net::clock::now() + timing_.node_timeout(c.lease));
+    }
+    const lock_call copy{c.topo, 0, c.names, c.owner, c.lease, deadline};
+    for (std::size_t i = 0; i < masters; ++i) {
+      auto call = copy;
+      call.node = nodes[i];
+      (base_.*op)(call, [st, masters](std::error_code ec, reply r) {
+        net::reply_callback report;
+        std::error_code out_ec;
+        reply out;
+        {
+          lock_guard lock(st->m);
+          if (ec) {
+            st->error.note(ec, r);
+          } else if (r.is_integer()) {
+            ++st->released;
+            st->largest = std::max(st->largest, r.integer());
+          } else {
+            ++st->not_held;
+          }
+          if (++st->answered < masters) return;
+          const auto needed = majority_of(masters);
+          if (st->released >= needed) {
+            out = reply::integer(st->largest);
+          } else if (st->not_held >= needed) {
+            out = reply();  // nil: a majority no longer held it
+          } else {
+            out_ec = st->error.ec ? st->error.ec : std::error_code(errc::connection_lost);
+            out = st->error.server_reply;
+          }
+          report = std::move(st->done);
+        }
+        if (report) report(out_ec, std::move(out));
+      });
+    }
+  }
+
+  const lock_kind& base_;
+  const quorum_timing timing_;
+  quorum_counters& counters_;
+  const script fence_raise_{std::string(lua::fence_raise)};
+};
+
+}  // namespace dlock::detail::redlock_rounds
