@@ -85,6 +85,11 @@ class lock_kind {
   /// Ends the owner's hold outright, whatever its count: a grant whose reply was lost, one
   /// that was dead on arrival, one declared lost. Waiters are woken if the lock became free.
   virtual void drop(const lock_call& c, net::reply_callback done) const = 0;
+  /// As `drop`, without the unlock message (RedLock's partial grants after a miss that a
+  /// holder elsewhere caused: waking anyone, ourselves included, would only cost an attempt).
+  virtual void drop_quietly(const lock_call& c, net::reply_callback done) const {
+    drop(c, std::move(done));
+  }
   /// Renews `items` (all on `node`, in one slot) in one script call; the reply holds 1 (renewed)
   /// or 0 (no longer held) per item.
   virtual void renew(topology& t, node_id node, std::span<const renewal_item> items,

@@ -135,9 +135,9 @@ void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const rep
 // run there after all; the release goes out behind it on the same connection). A re-entry
 // undoes only its own count where it re-entered, and leaves the owner's other holds alone.
 //
-// The miss is reported once the masters that answered have confirmed their release: a caller
-// that gives up and exits at once must not leave its grants behind, and one that retries must
-// not find them in its way. Masters that did not answer are not waited for.
+// The miss is reported once the masters have confirmed their release: a caller that gives up and
+// exits at once must not leave its grants behind, and one that retries must not find them in its
+// way.
 //
 // What is reported: busy, with when a majority may be free (0: at once, after the caller's
 // jitter; -1: unknown, the caller re-checks on its own rhythm or when an unlock message comes).
@@ -149,12 +149,18 @@ void attempt_round::miss(const quorum_round& r, const round_error& e) {
   const bool errors_mattered = r.count(vote::no) <= r.masters() - r.needed();
   std::error_code ec;
   reply out;
+  const auto wait_ms = r.wait_for_majority_ms();
   if (e.ec && errors_mattered && !transient(e.ec)) {
     ec = e.ec;
     out = e.server_reply;
   } else {
-    out = reply::array({reply::integer(0), reply::integer(r.wait_for_majority_ms())});
+    out = reply::array({reply::integer(0), reply::integer(wait_ms)});
   }
+  // Our partial grants are announced only when a majority may be free now (a split vote: the
+  // other contenders should retry). When a holder elsewhere or masters that are down keep the
+  // majority out of reach, the announcement would only wake waiters, ourselves first, into
+  // another attempt that cannot succeed.
+  const bool announce = wait_ms == 0;
   struct pending_report {
     net::io_thread& io;
     net::reply_callback done;
@@ -174,19 +180,23 @@ void attempt_round::miss(const quorum_round& r, const round_error& e) {
       pending_report{call_.topo.io(), std::move(done_), ec, std::move(out)});
   const bool reentry = is_reentry(said_);
   const auto nodes = call_.topo.nodes_for(call_.names.name);
+  // A master that did not answer in time may still have run the attempt: its release is waited
+  // for too, but only for another node timeout (a master that is down answers at once).
+  const auto unanswered_until = net::clock::now() + kind_.timing().node_timeout(call_.lease);
   for (std::size_t i = 0; i < said_.size(); ++i) {
-    const auto c = call_.at(nodes[i], cleanup_at_);
     const bool answered = said_[i] != outcome_type::malformed;
-    net::reply_callback confirmed = [](std::error_code, reply) {};
-    if (answered) {
-      ++report->releases;
-      confirmed = [report](std::error_code, reply) { report->one_done(); };
-    }
+    const auto c = call_.at(nodes[i], answered ? cleanup_at_ : unanswered_until);
+    ++report->releases;
+    net::reply_callback confirmed = [report](std::error_code, reply) { report->one_done(); };
     if (said_[i] == outcome_type::reentered) {
       kind_.base().release(c, std::move(confirmed));
     } else if (said_[i] == outcome_type::granted || !reentry) {
-      kind_.base().drop(c, std::move(confirmed));
-    } else if (answered) {
+      if (announce) {
+        kind_.base().drop(c, std::move(confirmed));
+      } else {
+        kind_.base().drop_quietly(c, std::move(confirmed));
+      }
+    } else {
       report->one_done();
     }
   }

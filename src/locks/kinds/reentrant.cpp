@@ -35,9 +35,11 @@ class reentrant_protocol final : public lock_kind {
   }
 
   void drop(const lock_call& c, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message, c.topo.publish_command()};
-    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
+    drop_publishing(c, c.topo.publish_command(), std::move(done));
+  }
+
+  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
+    drop_publishing(c, "", std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
@@ -46,6 +48,14 @@ class reentrant_protocol final : public lock_kind {
   }
 
  private:
+  // `publish`: the command the unlock message goes out with; empty, none.
+  void drop_publishing(const lock_call& c, std::string_view publish,
+                       net::reply_callback done) const {
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {c.owner, unlock_message, publish};
+    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
+  }
+
   const script acquire_{std::string(lua::reentrant_acquire)};
   const script release_{std::string(lua::reentrant_release)};
   const script drop_{std::string(lua::reentrant_drop)};

@@ -31,14 +31,16 @@ class simple_protocol final : public lock_kind {
   }
 
   void release(const lock_call& c, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message, c.topo.publish_command()};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    release_publishing(c, c.topo.publish_command(), std::move(done));
   }
 
   // A token is never re-entered: ending the hold is releasing it.
   void drop(const lock_call& c, net::reply_callback done) const override {
     release(c, std::move(done));
+  }
+
+  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
+    release_publishing(c, "", std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
@@ -47,6 +49,14 @@ class simple_protocol final : public lock_kind {
   }
 
  private:
+  // `publish`: the command the unlock message goes out with; empty, none.
+  void release_publishing(const lock_call& c, std::string_view publish,
+                          net::reply_callback done) const {
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {c.owner, unlock_message, publish};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+  }
+
   const script acquire_{std::string(lua::simple_acquire)};
   const script release_{std::string(lua::simple_release)};
   const script renew_{std::string(lua::simple_renew)};

@@ -1,10 +1,13 @@
 -- Release a simple lock if the caller's token still holds it (compare-and-delete).
 -- KEYS[1] lock key        KEYS[2] unlock channel
--- ARGV[1] token           ARGV[2] unlock message     ARGV[3] 'publish' or 'spublish'
+-- ARGV[1] token           ARGV[2] unlock message     ARGV[3] 'publish', 'spublish' or '' (none)
 -- Returns nil if the token does not hold it (nothing changes), else 1 + the number of
 -- subscribers the unlock message reached.
 if redis.call('type', KEYS[1]).ok ~= 'string' or redis.call('get', KEYS[1]) ~= ARGV[1] then
   return nil
 end
 redis.call('del', KEYS[1])
+if ARGV[3] == '' then
+  return 1
+end
 return 1 + redis.call(ARGV[3], KEYS[2], ARGV[2])
