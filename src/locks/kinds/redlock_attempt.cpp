@@ -133,7 +133,7 @@ void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const rep
 
 // After a miss, every master is released, those that did not answer too (the attempt may have
 // run there after all; the release goes out behind it on the same connection). A re-entry
-// undoes only its own count where it re-entered, and leaves the owner's other holds alone.
+// undoes only its own count, and leaves the owner's other holds alone.
 //
 // The miss is reported once the masters have confirmed their release: a caller that gives up and
 // exits at once must not leave its grants behind, and one that retries must not find them in its
@@ -188,16 +188,14 @@ void attempt_round::miss(const quorum_round& r, const round_error& e) {
     const auto c = call_.at(nodes[i], answered ? cleanup_at_ : unanswered_until);
     ++report->releases;
     net::reply_callback confirmed = [report](std::error_code, reply) { report->one_done(); };
-    if (said_[i] == outcome_type::reentered) {
+    if (reentry) {
+      // Undoes this attempt's count wherever it may have run: a re-entry, a fresh hold, or
+      // nothing (a master where the owner holds nothing answers nil).
       kind_.base().release(c, std::move(confirmed));
-    } else if (said_[i] == outcome_type::granted || !reentry) {
-      if (announce) {
-        kind_.base().drop(c, std::move(confirmed));
-      } else {
-        kind_.base().drop_quietly(c, std::move(confirmed));
-      }
+    } else if (announce) {
+      kind_.base().drop(c, std::move(confirmed));
     } else {
-      report->one_done();
+      kind_.base().drop_quietly(c, std::move(confirmed));
     }
   }
   report->one_done();

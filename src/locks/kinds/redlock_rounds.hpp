@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -171,46 +172,64 @@ class redlock_protocol final : public lock_kind {
                        void (lock_kind::*op)(const lock_call&, net::reply_callback) const,
                        net::reply_callback done) const {
     struct state {
+      explicit state(const lock_call& c) : call{c.topo, c.names, c.owner, c.lease} {}
+      const call_copy call;
       mutex m;
-      std::size_t answered DLOCK_GUARDED_BY(m) = 0, released DLOCK_GUARDED_BY(m) = 0,
-                           not_held DLOCK_GUARDED_BY(m) = 0;
-      std::int64_t largest DLOCK_GUARDED_BY(m) = 0;
+      std::vector<std::optional<std::int64_t>> counts DLOCK_GUARDED_BY(m);  // integer answers
+      std::size_t answered DLOCK_GUARDED_BY(m) = 0, not_held DLOCK_GUARDED_BY(m) = 0;
       round_error error DLOCK_GUARDED_BY(m);
       net::reply_callback done DLOCK_GUARDED_BY(m);
     };
     const auto nodes = c.topo.nodes_for(c.names.name);
     const auto masters = nodes.size();
-    auto st = std::make_shared<state>();
+    auto st = std::make_shared<state>(c);
     {
       lock_guard lock(st->m);
+      st->counts.resize(masters);
       st->done = std::move(done);
     }
     auto deadline = c.deadline;
     if (c.lease > milliseconds(0)) {
       deadline = std::min(deadline, net::clock::now() + timing_.node_timeout(c.lease));
     }
-    const lock_call copy{c.topo, 0, c.names, c.owner, c.lease, deadline};
+    const bool is_release = op == &lock_kind::release;
     for (std::size_t i = 0; i < masters; ++i) {
-      auto call = copy;
-      call.node = nodes[i];
-      (base_.*op)(call, [st, masters](std::error_code ec, reply r) {
-        net::reply_callback report;
+      const auto call = st->call.at(nodes[i], deadline);
+      (base_.*op)(call, [this, st, i, is_release, deadline](std::error_code ec, reply r) {
         std::error_code out_ec;
         reply out;
+        std::vector<node_id> stale;
+        net::reply_callback report;
         {
           lock_guard lock(st->m);
           if (ec) {
             st->error.note(ec, r);
           } else if (r.is_integer()) {
-            ++st->released;
-            st->largest = std::max(st->largest, r.integer());
+            st->counts[i] = r.integer();
           } else {
             ++st->not_held;
           }
-          if (++st->answered < masters) return;
-          const auto needed = majority_of(masters);
-          if (st->released >= needed) {
-            out = reply::integer(st->largest);
+          if (++st->answered < st->counts.size()) return;
+          const auto needed = majority_of(st->counts.size());
+          std::size_t held = 0, freed = 0, kept = 0;
+          std::int64_t largest = 0;
+          for (const auto& n : st->counts) {
+            if (!n) continue;
+            ++held;
+            largest = std::max(largest, *n);
+            (*n >= 1 ? freed : kept) += 1;
+          }
+          if (held >= needed) {
+            out = reply::integer(largest);
+            // Most masters ended the hold, some still count one of this owner's: a stale count
+            // from an attempt a master answered after its round was decided. The majority
+            // decides; those masters let it go too.
+            if (is_release && freed > kept) {
+              const auto nodes_now = st->call.topo.nodes_for(st->call.names.name);
+              for (std::size_t k = 0; k < st->counts.size(); ++k) {
+                if (st->counts[k] == 0) stale.push_back(nodes_now[k]);
+              }
+            }
           } else if (st->not_held >= needed) {
             out = reply();  // nil: a majority no longer held it
           } else {
@@ -219,7 +238,20 @@ class redlock_protocol final : public lock_kind {
           }
           report = std::move(st->done);
         }
-        if (report) report(out_ec, std::move(out));
+        if (stale.empty()) {
+          if (report) report(out_ec, std::move(out));
+          return;
+        }
+        // Reported once the stale counts are gone: the caller may exit right after unlock().
+        auto left = std::make_shared<std::pair<std::size_t, net::reply_callback>>(
+            stale.size(), [report = std::move(report), out_ec, out](std::error_code, reply) {
+              if (report) report(out_ec, out);
+            });
+        for (const auto node : stale) {
+          base_.drop(st->call.at(node, deadline), [left](std::error_code e, reply x) {
+            if (--left->first == 0) left->second(e, std::move(x));
+          });
+        }
       });
     }
   }
