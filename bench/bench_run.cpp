@@ -64,37 +64,63 @@ int rounds_for(const bench_run_options& o) {
 
 using say_fn = std::function<void(const std::string&)>;
 
-// --topology cluster: its own standalone server and cluster, never a caller's (a shared server
-// would mix someone else's load into per-node counts, and one topology bench must compare two
-// deployments the run controls alike).
-std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ostream& out,
-                                            const say_fn& say) {
-  namespace emb = dlock::embedded;
+// --topology cluster and redlock start deployments of their own, never a caller's (a shared
+// server would mix someone else's load into per-node counts, and one topology bench must compare
+// two deployments the run controls alike): `measures` are the scenarios each has, `starts` what
+// it starts, for the messages.
+void check_private_topology(const bench_run_options& o, const std::vector<std::string>& measures,
+                            const std::string& starts) {
+  std::string list;
+  for (const auto& m : measures)
+    list += (list.empty() ? "" : (&m == &measures.back() ? " and " : ", ")) + m;
   for (const auto& name : o.scenarios) {
-    if (name != "throughput" && name != "watchdog") {
-      throw bench_usage_error("--topology cluster measures throughput and watchdog, not '" + name +
+    if (std::find(measures.begin(), measures.end(), name) == measures.end()) {
+      throw bench_usage_error("--topology " + o.topology + " measures " + list + ", not '" + name +
                               "'");
     }
   }
   if (!o.url.empty()) {
-    throw bench_usage_error(
-        "--topology cluster starts its own standalone server and 3-master cluster; --url is not "
-        "accepted with it");
+    throw bench_usage_error("--topology " + o.topology + " starts its own " + starts +
+                            "; --url is not accepted with it");
   }
   if (!o.plot_dir.empty()) {
     throw bench_usage_error(
-        "--plot draws the standalone scenarios' charts; not available with "
-        "--topology cluster");
+        "--plot draws the standalone scenarios' charts; not available with --topology " +
+        o.topology);
   }
+}
+
+bool wants(const bench_run_options& o, const char* scenario) {
+  return o.scenarios.empty() ||
+         std::find(o.scenarios.begin(), o.scenarios.end(), scenario) != o.scenarios.end();
+}
+
+std::vector<scenario_result> print_topology_results(const bench_run_options& o, std::ostream& out,
+                                                    std::vector<scenario_result> results,
+                                                    const std::string& where,
+                                                    const std::string& settings_text,
+                                                    const char* references) {
+  if (o.json) {
+    out << nlohmann::ordered_json{{"scenarios", results}}.dump(2) << '\n';
+  } else {
+    out << '\n' << where << '\n' << settings_text << "\n\n";
+    out << format_results_table(results, o.with_extra);
+    out << references;
+  }
+  out.flush();
+  return results;
+}
+
+// --topology cluster: a 3-master cluster beside a standalone server.
+std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ostream& out,
+                                            const say_fn& say) {
+  namespace emb = dlock::embedded;
+  check_private_topology(o, {"throughput", "watchdog"}, "standalone server and 3-master cluster");
   if (!emb::cluster_available()) {
     throw missing_program(
         "--topology cluster needs redis-server and redis-cli (Debian: apt-get install "
         "redis-server redis-tools)");
   }
-  const auto wants = [&](const char* name) {
-    return o.scenarios.empty() ||
-           std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end();
-  };
 
   say("starting a private redis-server and a private 3-master Redis Cluster");
   emb::redis_server standalone;  // both stopped by their destructors, whatever happens
@@ -125,13 +151,13 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
   ts.cluster_seeds = cluster.seed_urls();
 
   std::vector<scenario_result> results;
-  if (wants("throughput")) {
+  if (wants(o, "throughput")) {
     cluster_throughput_options t;
     if (o.quick) t.threads = {4, 16};
     if (!o.threads.empty()) t.threads = o.threads;
     results = run_cluster_throughput(ts, t);
   }
-  if (wants("watchdog")) {
+  if (wants(o, "watchdog")) {
     cluster_watchdog_options w;
     if (o.quick) {
       w.leases = 1000;
@@ -146,46 +172,21 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
                    std::make_move_iterator(r.end()));
   }
 
-  if (o.json) {
-    out << nlohmann::ordered_json{{"scenarios", results}}.dump(2) << '\n';
-  } else {
-    out << '\n' << where << '\n' << settings_text << "\n\n";
-    out << format_results_table(results, o.with_extra);
-    out << cluster_references_text;
-  }
-  out.flush();
-  return results;
+  return print_topology_results(o, out, std::move(results), where, settings_text,
+                                cluster_references_text);
 }
 
-// --topology redlock: five private masters beside a private standalone server, never a
-// caller's, for the same reason as the cluster's.
+// --topology redlock: five independent masters beside a standalone server.
 std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ostream& out,
                                             const say_fn& say) {
   namespace emb = dlock::embedded;
-  for (const auto& name : o.scenarios) {
-    if (name != "uncontended" && name != "throughput" && name != "handoff") {
-      throw bench_usage_error(
-          "--topology redlock measures uncontended, throughput and handoff, not '" + name + "'");
-    }
-  }
-  if (!o.url.empty()) {
-    throw bench_usage_error(
-        "--topology redlock starts its own five masters and standalone server; --url is not "
-        "accepted with it");
-  }
-  if (!o.plot_dir.empty()) {
-    throw bench_usage_error(
-        "--plot draws the standalone scenarios' charts; not available with --topology redlock");
-  }
+  check_private_topology(o, {"uncontended", "throughput", "handoff"},
+                         "five masters and standalone server");
   if (!emb::server_available()) {
     throw missing_program(
         "--topology redlock needs redis-server (Debian: apt-get install "
         "redis-server)");
   }
-  const auto wants = [&](const char* name) {
-    return o.scenarios.empty() ||
-           std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end();
-  };
   say("starting a private redis-server and five private RedLock masters");
   emb::redis_server standalone;  // all stopped by their destructors, whatever happens
   std::vector<std::unique_ptr<emb::redis_server>> masters;
@@ -211,21 +212,13 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
   rs.standalone.rounds = rounds;
   rs.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   redlock_options ro;
-  ro.uncontended = wants("uncontended");
-  if (!wants("throughput")) ro.threads.clear();
-  if (!o.threads.empty() && wants("throughput")) ro.threads = o.threads;
+  ro.uncontended = wants(o, "uncontended");
+  if (!wants(o, "throughput")) ro.threads.clear();
+  if (!o.threads.empty() && wants(o, "throughput")) ro.threads = o.threads;
   if (o.quick) ro.handoff_clients = 4;
-  if (!wants("handoff")) ro.handoff_clients = 0;
-  const auto results = run_redlock(rs, ro);
-  if (o.json) {
-    out << nlohmann::ordered_json{{"scenarios", results}}.dump(2) << '\n';
-  } else {
-    out << '\n' << where << '\n' << settings_text << "\n\n";
-    out << format_results_table(results, o.with_extra);
-    out << redlock_references_text;
-  }
-  out.flush();
-  return results;
+  if (!wants(o, "handoff")) ro.handoff_clients = 0;
+  return print_topology_results(o, out, run_redlock(rs, ro), where, settings_text,
+                                redlock_references_text);
 }
 
 }  // namespace

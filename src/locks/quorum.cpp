@@ -28,17 +28,14 @@ quorum_round::quorum_round(std::size_t masters, clock::time_point started, milli
       values_(votes_.size(), 0),
       answered_(votes_.size(), false),
       before_decision_(votes_.size(), false),
-      started_(started),
-      validity_end_(started + lease - timing.drift(lease)),
-      answers_due_(started + timing.node_timeout(lease)) {}
+      validity_end_(started + lease - timing.drift(lease)) {}
 
 quorum_round::quorum_round(std::size_t masters)
     : votes_(std::max<std::size_t>(masters, 1), vote::unknown),
       values_(votes_.size(), 0),
       answered_(votes_.size(), false),
       before_decision_(votes_.size(), false),
-      validity_end_(clock::time_point::max()),
-      answers_due_(clock::time_point::max()) {}
+      validity_end_(clock::time_point::max()) {}
 
 quorum_round::verdict quorum_round::record(std::size_t index, vote v, std::int64_t value,
                                            clock::time_point now) {

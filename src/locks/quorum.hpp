@@ -67,19 +67,12 @@ class quorum_round {
 
   /// Validity left at `now`: lease - (now - started) - drift. Not positive: nothing is held.
   clock::duration validity(clock::time_point now) const noexcept;
-  /// When every master's answer is due (started + node timeout): the caller treats masters that
-  /// have not answered by then as unknown.
-  clock::time_point answers_due() const noexcept { return answers_due_; }
 
   std::size_t masters() const noexcept { return votes_.size(); }
   std::size_t needed() const noexcept { return majority_of(votes_.size()); }
   std::size_t count(vote v) const noexcept;
   std::size_t answered() const noexcept;
   std::size_t late() const noexcept { return late_; }
-  /// Master `index`'s answer, if it has given one.
-  bool has_answered(std::size_t index) const { return answered_[index]; }
-  vote vote_of(std::size_t index) const { return votes_[index]; }
-  std::int64_t value_of(std::size_t index) const { return values_[index]; }
   /// The largest value among yes answers given before the decision (a quorum's fences).
   std::int64_t max_yes_value() const noexcept;
   /// How long until enough masters may be free for a majority, from the `no` answers' PTTLs
@@ -95,9 +88,7 @@ class quorum_round {
   std::vector<std::int64_t> values_;
   std::vector<bool> answered_;
   std::vector<bool> before_decision_;
-  clock::time_point started_;
   clock::time_point validity_end_;
-  clock::time_point answers_due_;
   verdict verdict_ = verdict::pending;
   std::size_t late_ = 0;
 };

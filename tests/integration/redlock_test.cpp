@@ -334,6 +334,33 @@ TEST_F(RedLock, AHolderLeftWithAMinorityIsToldAtTheNextRenewal) {
   EXPECT_TRUE(other.reentrant(key("lock")).try_acquire_for(2s));
 }
 
+// The holder is paused (SIGSTOP) past its lease: another process gets the lock with a larger
+// token, and the holder, resumed, is told it lost the lease and its late write is rejected.
+TEST_F(RedLock, APausedHoldersLeaseRunsOutAndItsLateWriteIsRejected) {
+  child_process holder(
+      {worker_path(), "hold", target(), "simple", key("lock"), "2000", "500", key("resource")},
+      captured);
+  const auto acquired = holder.wait_for("acquired", 30s);
+  ASSERT_TRUE(acquired) << holder.drain();
+  const auto old_fence = std::stoull(acquired->substr(9));
+  ASSERT_EQ(holder.wait_for("wrote"), "wrote 1");
+  holder.signal(SIGSTOP);
+
+  client c(options());
+  auto l = c.simple(key("lock")).try_acquire_for(20s);
+  ASSERT_TRUE(l) << "the paused holder's lease should have run out on a majority";
+  EXPECT_GT(l.fence(), old_fence);
+  EXPECT_TRUE(fenced_set(c, key("resource"), "second holder", l.fence()).written);
+
+  holder.signal(SIGCONT);
+  const auto lost = holder.wait_for("lost");
+  ASSERT_TRUE(lost);
+  EXPECT_NE(lost->find("callback=1 valid=0"), std::string::npos) << *lost;
+  EXPECT_EQ(holder.wait_for("fenced"), "fenced written=0 highest=" + std::to_string(l.fence()));
+  EXPECT_EQ(holder.wait(), 0);
+  EXPECT_TRUE(l.valid()) << "the new holder was not disturbed";
+}
+
 // Masters with every write on disk before it is acknowledged: Redlock's own condition for
 // safety across restarts, and the fencing tokens'.
 class RedLockDurable : public RedLock {
