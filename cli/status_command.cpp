@@ -26,6 +26,10 @@ const char* kind_name(lock_type t) {
       return "simple";
     case lock_type::other:
       return "other";
+    case lock_type::read_write:
+      return "read-write";
+    case lock_type::fair:
+      return "fair";
   }
   return "?";
 }
@@ -56,7 +60,7 @@ nlohmann::json to_json(const std::string& name, const lock_info& info) {
   if (info.ttl) ttl = *info.ttl == std::chrono::milliseconds::max() ? -1 : info.ttl->count();
   nlohmann::json out{
       {"kind", kind_name(info.type)},
-      {"locked", info.type == lock_type::reentrant || info.type == lock_type::simple},
+      {"locked", info.type != lock_type::none && info.type != lock_type::other},
       {"holders", holders},
       {"ttl_ms", ttl},
       {"fence", info.fence},

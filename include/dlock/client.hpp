@@ -18,6 +18,12 @@ namespace dlock {
 
 class redis_client;
 class reentrant_lock;
+class fair_lock;
+class read_write_lock;
+class semaphore;
+class leased_semaphore;
+class countdown_latch;
+class multi_lock;
 struct fenced_write_result;
 class simple_lock;
 
@@ -73,6 +79,10 @@ struct DLOCK_API client_options {
   std::chrono::milliseconds replica_ack_timeout{1'000};
   /// Lease time of watchdog leases (acquisitions without a fixed lease time).
   std::chrono::milliseconds watchdog_lease{30'000};
+  /// Fair locks (and writers waiting on a read-write lock): how long a waiter's place lasts
+  /// without the waiter renewing it. A waiter renews it at least three times per period while it
+  /// waits, so a waiter that dies delays those behind it by at most this long. Must be positive.
+  std::chrono::milliseconds fair_waiter_lease{5'000};
   /// How often the watchdog renews; 0 means a third of `watchdog_lease`. Must be shorter than
   /// the lease.
   std::chrono::milliseconds watchdog_period{0};
@@ -168,6 +178,20 @@ class DLOCK_API client {
   /// and redis-py). Throws errc::invalid_argument for an empty name.
   simple_lock simple(std::string name) const;
 
+  /// A fair lock (Redisson RFairLock layout). Throws errc::invalid_argument for an empty name.
+  fair_lock fair(std::string name) const;
+  /// A read-write lock (Redisson RReadWriteLock layout). Throws as `fair`.
+  read_write_lock read_write(std::string name) const;
+  /// A semaphore without owners (Redisson RSemaphore layout). Throws as `fair`.
+  dlock::semaphore semaphore(std::string name) const;
+  /// A semaphore of leased, owned permits (Redisson RPermitExpirableSemaphore layout). Throws
+  /// as `fair`.
+  dlock::leased_semaphore leased_semaphore(std::string name) const;
+  /// A countdown latch (Redisson RCountDownLatch layout). Throws as `fair`.
+  countdown_latch latch(std::string name) const;
+  /// Several reentrant locks taken all or nothing (dlock/multi_lock.hpp). Throws
+  /// errc::invalid_argument for no names or an empty one.
+  dlock::multi_lock multi(std::vector<std::string> names) const;
   /// This client's UUID, the prefix of its reentrant owner ids.
   const std::string& id() const noexcept;
   /// The underlying Redis connection, for commands of your own: the server, the current

@@ -7,7 +7,11 @@
 #include "dlock/fencing.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/lease.hpp"
+#include "dlock/latch.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
+#include "dlock/read_write_lock.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock/version.hpp"
 
 // The Redis client layer beneath them.

@@ -52,6 +52,10 @@ enum class errc : int {
   /// acknowledged it within `replica_ack_timeout`, for as long as the caller's wait lasted. It
   /// was undone, not handed out: a failover could have promoted a replica without it.
   not_replicated,
+  /// A read hold asked to become a write hold while another holder is already upgrading (only
+  /// one may, or two upgraders would each wait for the other's read hold forever). Release the
+  /// read hold and take the write lock afresh.
+  upgrade_conflict,
 };
 
 /// The category of all `dlock::errc` codes; its name is "dlock".

@@ -50,6 +50,9 @@ struct lease_options {
   /// Holds with the same owner id re-enter each other. A re-entry keeps the first hold's lease
   /// mode (watchdog or fixed); its lease time only ever extends the lock's expiry.
   std::string owner{};
+  /// Semaphores only: how many permits this acquisition takes, all or none. Must be 1 for
+  /// locks.
+  std::int64_t permits = 1;
 };
 
 namespace detail {
@@ -94,6 +97,11 @@ class DLOCK_API lease {
   std::uint64_t fence() const noexcept;
   /// The lock's name ("" for an empty lease).
   const std::string& name() const noexcept;
+  /// A leased semaphore's permit id, in hex (32 hex digits per permit): what
+  /// `leased_semaphore::release(id)` takes, from any process. Empty for other kinds.
+  std::string permit_id() const;
+  /// How many permits this lease holds (1 for a lock, 0 for an empty lease).
+  std::int64_t permits() const noexcept;
   /// Until when, by the local steady clock, the lease is known to be valid: the last
   /// successful grant or renewal plus the lease time, less an allowance for clock drift.
   std::chrono::steady_clock::time_point valid_until() const noexcept;

@@ -1,4 +1,5 @@
-// dlock/lock.hpp — named distributed locks: reentrant (Redisson layout) and simple (SET NX PX).
+// dlock/lock.hpp — named distributed locks: reentrant and fair (Redisson layouts) and simple
+// (SET NX PX). Read-write locks, semaphores, latches and multi-locks have their own headers.
 #pragma once
 
 #include "dlock/export.hpp"
@@ -41,6 +42,8 @@ enum class lock_type {
   reentrant,  ///< a hash of owner -> hold count (dlock's reentrant lock, Redisson's RLock)
   simple,     ///< a string holding a token (dlock's simple lock, node-redlock, redsync, redis-py)
   other,      ///< some other Redis type: not a lock
+  read_write,  ///< a hash with a `mode` field (dlock's and Redisson's read-write lock)
+  fair,        ///< a reentrant lock's hash with a queue of waiters (Redisson's RFairLock)
 };
 
 /// A consistent snapshot of a lock, read in one round trip (plus one for `waiters`).
@@ -57,6 +60,9 @@ struct lock_info {
   std::uint64_t fence = 0;
   /// Clients subscribed to the lock's unlock channel: waiters, in dlock or Redisson.
   std::int64_t waiters = 0;
+  /// A fair lock's queue, first in line first (owner ids); for a read-write lock, its `mode`
+  /// ("read" or "write") as the only entry. Empty otherwise.
+  std::vector<std::string> queue;
 };
 
 /// How an asynchronous acquisition ended: granted (`held` is set), not acquired within the wait
@@ -208,6 +214,28 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::reentrant_lock") reentrant_lock : publi
  private:
   friend class client;
   reentrant_lock(std::shared_ptr<detail::lock_core> core, std::string name);
+};
+
+/// A fair reentrant lock with Redisson's RFairLock layout (the RLock hash, plus a queue list
+/// `redisson_lock_queue:{NAME}` and a deadline zset `redisson_lock_timeout:{NAME}`): waiters
+/// across all processes are granted the lock in the order they first asked for it.
+///
+/// Unlike Redisson's, deadlines come from the server's clock (`TIME` in the scripts), never a
+/// client's, and a waiter's place is a lease of its own (`client_options::fair_waiter_lease`)
+/// that the waiter renews while it waits: a waiter that dies leaves the queue within that
+/// lease instead of stalling it for minutes. A release wakes only the next waiter, on its own
+/// channel `redisson_lock__channel:{NAME}:<owner>`, so a hand-off costs the next holder one
+/// attempt, not one per waiting client. A waiter that gives up (its wait ends) leaves the queue
+/// at once. Ownership and re-entry work as for `reentrant_lock`; a single attempt
+/// (`try_acquire`) does not barge: it succeeds only if nobody is queued.
+class DLOCK_API DLOCK_CAPABILITY("dlock::fair_lock") fair_lock : public basic_lock {
+ public:
+  /// The owner ids waiting in the queue now, first in line first (one round trip).
+  std::vector<std::string> queue() const;
+
+ private:
+  friend class client;
+  fair_lock(std::shared_ptr<detail::lock_core> core, std::string name);
 };
 
 /// A simple, non-reentrant lock with the layout of node-redlock, redsync and redis-py: the key

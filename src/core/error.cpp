@@ -42,6 +42,8 @@ class dlock_category final : public std::error_category {
         return "the server is a read-only replica";
       case errc::not_replicated:
         return "too few replicas acknowledged the grant";
+      case errc::upgrade_conflict:
+        return "another holder is already upgrading to the write lock";
     }
     return "unknown dlock error";
   }

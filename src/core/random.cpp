@@ -72,6 +72,37 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
+std::string random_raw(std::size_t bytes) {
+  const auto b = random_bytes(bytes);
+  return {b.begin(), b.end()};
+}
+
+std::string to_hex(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (char c : raw)
+    append_hex(out, static_cast<unsigned char>(c));
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
 std::string random_uuid() {
   auto b = random_bytes(16);
   b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4

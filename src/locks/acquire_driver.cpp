@@ -67,7 +67,8 @@ void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point 
   counters.attempts.fetch_add(1, std::memory_order_relaxed);
   const auto sent_at = steady::now();
   o->req.kind->attempt(
-      {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until},
+      {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
+       options_.fair_waiter_lease, o->req.permits, o->may_queue},
       [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
 }
 
@@ -132,7 +133,7 @@ void lock_core::on_unreplicated_grant(const std::shared_ptr<op>& o, const reply&
   using type = attempt_outcome::type;
   if (outcome.what == type::granted || outcome.what == type::reentered) {
     o->unreplicated = true;
-    const auto call = call_for(*o->req.names, o->req.owner, o->req.lease_time);
+    const auto call = call_for(*o->req.names, o->req.owner, o->req.lease_time, o->req.permits);
     if (outcome.what == type::reentered) {
       o->req.kind->release(call, [](std::error_code, reply) {});  // only the re-entry's count
     } else {
@@ -230,6 +231,13 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   ++o->timer_epoch;
   o->timer.cancel();
   if (o->queued) leave_queue(o, static_cast<bool>(result.held));
+  // A waiter that gave up (or failed) hands back its place on the server at once, rather than
+  // leaving the others to wait out its waiter lease.
+  if (!result.held && o->may_queue && o->req.kind->keeps_waiter_place() &&
+      o->machine.attempts() > 0) {
+    o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
+                         [](std::error_code, reply) {});
+  }
   if (!result.held && !result.error && o->unreplicated) {
     result.error = errc::not_replicated;
     result.message = "lock '" + o->req.names->name + "' was granted, but fewer than " +
@@ -276,7 +284,7 @@ bool lock_core::born_dead(const op& o, bool reentry, steady::time_point sent_at,
     }
   }
   counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
-  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time),
+  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
                    [](std::error_code, reply) {});
   return true;
 }
@@ -287,7 +295,7 @@ void lock_core::discard_uncertain_grant(const op& o) {
   if (o.req.kind->reentrant() && grants_.find_live(*o.req.kind, o.req.names->name, o.req.owner)) {
     return;
   }
-  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time),
+  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
                    [](std::error_code, reply) {});
 }
 
@@ -319,7 +327,7 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
   if (why == lease_lost_reason::expired) {
     // We told the holder it no longer holds the lock; make that true on the server too, in
     // case the lease is in fact still there, so it cannot block others for nothing.
-    g->kind.drop(call_for(*g->names, g->owner, std::chrono::milliseconds(0)),
+    g->kind.drop(call_for(*g->names, g->owner, std::chrono::milliseconds(0), g->permits),
                  [](std::error_code, reply) {});
   }
 }

@@ -34,6 +34,7 @@ struct grant {
   std::shared_ptr<const lock_names> names;
   std::string owner;  // hash field (reentrant) or token (simple)
   std::uint64_t fence = 0;
+  std::int64_t permits = 1;  // semaphores: permits this grant holds
   std::chrono::milliseconds lease_time DLOCK_GUARDED_BY(guard){0};
   bool watchdog = false;
   std::stop_source stop;
@@ -53,6 +54,8 @@ struct lease_state {
   std::shared_ptr<grant> g;
   std::uint64_t hold_id = 0;
   static lease make(std::shared_ptr<lease_state> s) { return lease(std::move(s)); }
+  /// The hold behind `l` (null for an empty lease).
+  static const std::shared_ptr<lease_state>& of(const lease& l) noexcept { return l.state_; }
 };
 
 /// Everything a lock handle needs: the core, the kind, the names, and the Lockable holds per
@@ -73,6 +76,7 @@ struct acquire_request {
   std::string owner;
   std::chrono::milliseconds lease_time{0};
   bool watchdog = false;
+  std::int64_t permits = 1;
   std::function<void(lease_lost_reason)> on_lost;
   acquire_limits limits;
   acquire_callback done;

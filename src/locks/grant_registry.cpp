@@ -42,6 +42,7 @@ grant_registry::added grant_registry::add_hold(const acquire_request& r, bool re
     out.g->names = r.names;
     out.g->owner = r.owner;
     out.g->fence = fence;
+    out.g->permits = r.permits;
     out.g->lease_time = r.lease_time;
     out.g->watchdog = r.watchdog;
     out.g->valid_until = valid_until;

@@ -34,9 +34,7 @@ lock_info parse_snapshot(const reply& r) {
   const auto& layout = r.at(1).str();
   const bool lock = layout == "lock" || layout == "lock_no_ttl";
   info.type = type == "none" ? lock_type::none : lock_type::other;
-  for (const auto* kind : detail::all_lock_kinds()) {
-    if (lock && type == kind->redis_type()) info.type = kind->public_type();
-  }
+  if (lock) info.type = type == "hash" ? lock_type::reentrant : lock_type::simple;
   if (info.type == lock_type::other) info.content = layout;
   const auto pttl = r.at(2).integer();
   if (pttl == -1) info.ttl = std::chrono::milliseconds::max();
@@ -44,6 +42,12 @@ lock_info parse_snapshot(const reply& r) {
   info.fence = parse_u64(r.at(3));
   const auto& e = r.elements();
   for (std::size_t i = 4; i + 1 < e.size(); i += 2) {
+    if (info.type == lock_type::reentrant && e[i].str() == "mode") {
+      // Redisson's read-write lock: `mode` says which side holds it; the rest are holders.
+      info.type = lock_type::read_write;
+      info.queue.push_back(e[i + 1].str());
+      continue;
+    }
     info.holders.push_back({e[i].str(), e[i + 1].integer()});
   }
   return info;
@@ -104,7 +108,8 @@ std::optional<lock_holder> basic_lock::holder() const {
   const std::string_view keys[] = {n.name, n.fence_key};
   const auto i = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
   if (i.type == lock_type::none) return std::nullopt;
-  if (i.type != handle_->kind->public_type()) {
+  const auto expected = handle_->kind->public_type();
+  if (i.type != expected && !(expected == lock_type::fair && i.type == lock_type::reentrant)) {
     throw error(errc::wrong_type,
                 "'" + name() + "' is not a " + std::string(handle_->kind->name()) + " lock");
   }
@@ -136,8 +141,29 @@ lock_info basic_lock::info() const {
   const auto& n = *handle_->names;
   const std::string_view keys[] = {n.name, n.fence_key};
   auto info = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
+  if (handle_->kind->keeps_waiter_place() && !n.aux_key1.empty() &&
+      handle_->kind->public_type() == lock_type::fair) {
+    // A fair lock's waiters each listen on their own channel: its queue says who waits.
+    const std::string_view args[] = {"LRANGE", n.aux_key1, "0", "-1"};
+    const auto queue = handle_->core->command(n.aux_key1, args);  // outlives the loop
+    for (const auto& e : queue.elements())
+      info.queue.push_back(e.str());
+    if (info.type == lock_type::reentrant) info.type = lock_type::fair;
+    info.waiters = static_cast<std::int64_t>(info.queue.size());
+    return info;
+  }
   info.waiters = waiting_clients();
   return info;
+}
+
+std::vector<std::string> fair_lock::queue() const {
+  const auto& key = handle_->names->aux_key1;
+  const std::string_view args[] = {"LRANGE", key, "0", "-1"};
+  const auto queue = handle_->core->command(key, args);  // outlives the loop
+  std::vector<std::string> out;
+  for (const auto& e : queue.elements())
+    out.push_back(e.str());
+  return out;
 }
 
 lock_info basic_lock::force_unlock(force_unlock_check check) const {

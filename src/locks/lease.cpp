@@ -1,6 +1,7 @@
 // dlock::lease: one hold of a grant, over the lock core and its grant registry.
 #include "dlock/lease.hpp"
 
+#include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "locks/lock_core.hpp"
 
@@ -69,6 +70,15 @@ std::uint64_t lease::fence() const noexcept {
 const std::string& lease::name() const noexcept {
   static const std::string empty;
   return state_ ? state_->g->names->name : empty;
+}
+
+std::string lease::permit_id() const {
+  if (!state_ || &state_->g->kind != &detail::leased_semaphore_kind()) return {};
+  return detail::to_hex(state_->g->owner);
+}
+
+std::int64_t lease::permits() const noexcept {
+  return state_ ? state_->g->permits : 0;
 }
 
 steady::time_point lease::valid_until() const noexcept {

@@ -85,6 +85,11 @@ simple_lock client::simple(std::string name) const {
   return simple_lock(core_, std::move(name));
 }
 
+fair_lock client::fair(std::string name) const {
+  if (name.empty()) throw error(errc::invalid_argument, "lock name is empty");
+  return fair_lock(core_, std::move(name));
+}
+
 const std::string& client::id() const noexcept {
   return core_->id();
 }
@@ -105,8 +110,7 @@ basic_lock::basic_lock(std::shared_ptr<lock_core> core, std::string name,
     : handle_(std::make_shared<detail::lock_handle>()) {
   handle_->core = std::move(core);
   handle_->kind = &kind;
-  handle_->names = std::make_shared<const detail::lock_names>(
-      std::move(name), handle_->core->options().fence_counter);
+  handle_->names = kind.names_of(std::move(name), handle_->core->options().fence_counter);
 }
 
 reentrant_lock::reentrant_lock(std::shared_ptr<lock_core> core, std::string name)
@@ -114,6 +118,9 @@ reentrant_lock::reentrant_lock(std::shared_ptr<lock_core> core, std::string name
 
 simple_lock::simple_lock(std::shared_ptr<lock_core> core, std::string name)
     : basic_lock(std::move(core), std::move(name), detail::simple_kind()) {}
+
+fair_lock::fair_lock(std::shared_ptr<lock_core> core, std::string name)
+    : basic_lock(std::move(core), std::move(name), detail::fair_kind()) {}
 
 const std::string& basic_lock::name() const noexcept {
   return handle_->names->name;

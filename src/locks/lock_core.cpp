@@ -95,7 +95,7 @@ lock_core::lock_core(client_options options)
   if (options_.redlock.masters.empty()) return;
   const quorum_timing timing{options_.redlock.node_timeout_factor, options_.drift_factor,
                              options_.drift_floor};
-  for (const auto* base : all_lock_kinds())
+  for (const auto* base : redlock_capable_kinds())
     redlock_kinds_.emplace(base, make_redlock_kind(*base, timing, quorum_counters_));
 }
 
@@ -151,11 +151,16 @@ client_stats lock_core::stats() const noexcept {
   return s;
 }
 
-lock_call lock_core::call_for(const lock_names& n, const std::string& owner,
-                              milliseconds lease) noexcept {
-  return {*topology_, topology_->nodes_for(n.name).front(),
-          n,          owner,
-          lease,      steady::now() + options_.connection.command_timeout};
+lock_call lock_core::call_for(const lock_names& n, const std::string& owner, milliseconds lease,
+                              std::int64_t permits) noexcept {
+  return {*topology_,
+          topology_->nodes_for(n.name).front(),
+          n,
+          owner,
+          lease,
+          steady::now() + options_.connection.command_timeout,
+          options_.fair_waiter_lease,
+          permits};
 }
 
 steady::time_point lock_core::validity_end(steady::time_point sent_at, milliseconds lease) const {
@@ -170,8 +175,23 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
                                         acquire_limits limits, acquire_callback done) {
   acquire_request r;
   r.kind = &kind_for(*h.kind);
-  r.names = h.names;
-  if (o.lease_time) {
+  if (!redlock_kinds_.empty() && r.kind == h.kind) {
+    throw error(errc::invalid_argument,
+                "a " + std::string(h.kind->name()) +
+                    " cannot run over RedLock's independent masters (only reentrant and simple "
+                    "locks can); use a standalone, Sentinel or cluster deployment");
+  }
+  if (o.permits < 1 || (h.kind->max_holders() == 1 && o.permits != 1)) {
+    throw error(errc::invalid_argument, h.kind->max_holders() == 1
+                                            ? "permits apply to semaphores only"
+                                            : "permits must be at least 1");
+  }
+  r.permits = o.permits;
+  if (!h.kind->leased()) {
+    // Redisson's RSemaphore permits never expire: the lease stands until released.
+    r.lease_time = std::chrono::hours(24 * 365 * 50);
+    r.watchdog = false;
+  } else if (o.lease_time) {
     if (*o.lease_time <= 0ms) throw error(errc::invalid_argument, "lease_time must be positive");
     r.lease_time = *o.lease_time;
     r.watchdog = false;
@@ -180,8 +200,13 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
     r.watchdog = true;
   }
   r.owner = h.kind->owner_for(uuid_, o);
+  r.names = r.kind->names_for(h.names, r.owner);
   r.on_lost = o.on_lost;
   limits.max_recheck = options_.max_recheck;
+  // A waiter's place on the server lapses unless renewed: every re-check renews it.
+  if (h.kind->keeps_waiter_place()) {
+    limits.max_recheck = std::min(limits.max_recheck, options_.fair_waiter_lease / 3);
+  }
   // Over independent masters, contenders that retry in step split the vote again and again:
   // each retry waits a random share of a couple of its own round trips first.
   if (!redlock_kinds_.empty()) limits.jitter_round_trips = 2;

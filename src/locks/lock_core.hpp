@@ -92,7 +92,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// The kind calls of `base` go through: `base` itself, or its RedLock form over every master.
   const lock_kind& kind_for(const lock_kind& base) const noexcept;
   lock_call call_for(const lock_names& n, const std::string& owner,
-                     std::chrono::milliseconds lease) noexcept;
+                     std::chrono::milliseconds lease, std::int64_t permits = 1) noexcept;
   steady::time_point validity_end(steady::time_point sent_at,
                                   std::chrono::milliseconds lease) const;
 
@@ -120,9 +120,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   bool admitted(const std::shared_ptr<op>& o) const;
   void queue_direct_first(const std::string& channel);
   void subscribe(queue& q, const std::string& channel);
-  void on_unlock_message(const std::string& channel);
+  void on_unlock_message(const std::string& channel, std::string_view message);
   void on_subscribed(const std::string& channel);
-  void wake_front(const std::string& channel);
+  void wake_front(const std::string& channel, std::size_t how_many = 1);
 
   // release.cpp
   queue::release_note before_release(const std::string& channel);

@@ -48,7 +48,7 @@ void lock_core::release_async(lease_state& hold,
     // With no local waiters there is nothing to note before the reply: submit from here, without
     // a hop to the I/O thread. Otherwise the I/O thread notes the release first, so the echo of
     // our own unlock message is recognised.
-    const bool note_first = activity_.has_local(g->names->channel);
+    const bool note_first = g->kind.release_echoes() && activity_.has_local(g->names->channel);
     const auto lease_time = grants_.lease_time(*g);
     // `self` is not an owner, for the reason given at lock_core::op.
     auto send = [self = this, g, lease_time, done = std::move(done), note_first]() mutable {
@@ -71,7 +71,8 @@ void lock_core::release_async(lease_state& hold,
         } catch (...) {
         }
       };
-      g->kind.release(self->call_for(*g->names, g->owner, lease_time), std::move(on_reply));
+      g->kind.release(self->call_for(*g->names, g->owner, lease_time, g->permits),
+                      std::move(on_reply));
     };
     if (note_first && !io().in_io_thread()) {
       io().post(std::move(send));

@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace dlock::detail {
 
@@ -36,6 +37,11 @@ class waiter_queue {
   bool empty() const noexcept { return waiters_.empty(); }
   std::size_t size() const noexcept { return waiters_.size(); }
   const Waiter& front() const { return waiters_.front(); }
+  /// Copies of the first `n` admitted waiters (fewer if fewer wait).
+  std::vector<Waiter> front_waiters(std::size_t n) const {
+    const auto count = std::min({n, admits_, size()});
+    return {waiters_.begin(), waiters_.begin() + static_cast<std::ptrdiff_t>(count)};
+  }
   /// True if it is `w`'s turn: it is among the first `admits` waiters.
   bool admitted(const Waiter& w) const {
     const auto end = waiters_.begin() + static_cast<std::ptrdiff_t>(std::min(admits_, size()));

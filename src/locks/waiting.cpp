@@ -68,28 +68,29 @@ void lock_core::subscribe(queue& q, const std::string& channel) {
   std::weak_ptr<lock_core> weak = weak_from_this();
   q.subscription = topology_->subscribe(
       q.front()->node, channel,
-      [weak, channel](std::string_view, std::string_view) {
-        if (auto self = weak.lock()) self->on_unlock_message(channel);
+      [weak, channel](std::string_view, std::string_view message) {
+        if (auto self = weak.lock()) self->on_unlock_message(channel, message);
       },
       [weak, channel] {
         if (auto self = weak.lock()) self->on_subscribed(channel);
       });
 }
 
-void lock_core::wake_front(const std::string& channel) {
+void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.empty()) return;
-  auto front = it->second.front();  // a copy: waking may change the queue
-  wake(front);
+  // Copies: waking may change the queue.
+  for (const auto& o : it->second.front_waiters(how_many))
+    wake(o);
 }
 
-void lock_core::on_unlock_message(const std::string& channel) {
+void lock_core::on_unlock_message(const std::string& channel, std::string_view message) {
   counters.unlock_messages.fetch_add(1, std::memory_order_relaxed);
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   if (it->second.message_arrived() != queue::message_action::wake) return;
   activity_.end_yield(channel);  // someone else released: our turn to compete again
-  wake_front(channel);
+  wake_front(channel, it->second.front()->req.kind->woken_by(message));
 }
 
 void lock_core::on_subscribed(const std::string& channel) {
@@ -100,7 +101,7 @@ void lock_core::on_subscribed(const std::string& channel) {
   // heard now that we listen.
   if (activity_.yielding(channel, steady::now())) return;
   // Messages sent before the subscription was live (or while it was down) are lost: check now.
-  wake_front(channel);
+  wake_front(channel, it->second.front()->req.kind->max_holders());
 }
 
 }  // namespace dlock::detail

@@ -30,7 +30,22 @@ attempt_outcome lock_kind::decode_attempt(const reply& r) const {
   }
 }
 
-std::span<const lock_kind* const> all_lock_kinds() noexcept {
+std::string suffixed_key(std::string_view name, std::string_view suffix) {
+  std::string key;
+  if (name.find('{') != std::string_view::npos) {
+    key.append(name);
+  } else {
+    key.append("{").append(name).append("}");
+  }
+  return key.append(":").append(suffix);
+}
+
+std::shared_ptr<const lock_names> lock_kind::names_of(std::string name,
+                                                     const std::string& fence_counter) const {
+  return std::make_shared<const lock_names>(std::move(name), fence_counter);
+}
+
+std::span<const lock_kind* const> redlock_capable_kinds() noexcept {
   static const lock_kind* const kinds[] = {&reentrant_kind(), &simple_kind()};
   return kinds;
 }

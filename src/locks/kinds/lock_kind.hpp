@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,8 +25,16 @@ struct lock_names {
   lock_names(std::string lock_name, const std::string& shared_fence_counter = {});
   std::string name;
   std::string fence_key;  // redisson_lock_token:{NAME}
-  std::string channel;    // redisson_lock__channel:{NAME}
+  std::string channel;    // where its waiters listen: redisson_lock__channel:{NAME} for locks
+  // Keys some kinds keep beside the lock (a fair lock's queue and deadlines, a leased
+  // semaphore's permits, a read-write lock's intent key), and the channel a release publishes
+  // on when it differs from `channel` (a fair lock's waiter listens on its own channel).
+  std::string aux_key1, aux_key2, publish_channel;
 };
+
+/// A key derived from `name` by Redisson's suffix rule: `NAME:suffix` if NAME holds a '{',
+/// else `{NAME}:suffix` (the name's slot either way).
+std::string suffixed_key(std::string_view name, std::string_view suffix);
 
 /// The unlock message Redisson publishes and listens for.
 inline constexpr std::string_view unlock_message = "0";
@@ -46,6 +55,12 @@ struct lock_call {
   const std::string& owner;
   std::chrono::milliseconds lease;
   net::clock::time_point deadline;
+  /// How long a waiter's place lasts without renewal (fair locks, waiting writers).
+  std::chrono::milliseconds waiter_lease{0};
+  /// Semaphores: permits taken or given back at once.
+  std::int64_t permits = 1;
+  /// False for a single attempt: it takes no place in a queue.
+  bool may_queue = true;
 };
 
 /// One hold in a renewal batch.
@@ -70,6 +85,32 @@ class lock_kind {
   virtual bool reentrant() const noexcept = 0;
   /// How many may hold it at once; the waiter queue lets that many attempt together.
   virtual std::size_t max_holders() const noexcept { return 1; }
+  /// False for a kind whose holds never expire on the server (Redisson's RSemaphore permits):
+  /// its leases have no lease time, no watchdog, and cannot be lost to expiry.
+  virtual bool leased() const noexcept { return true; }
+  /// True if a waiter holds a place on the server that it must renew while it waits and give
+  /// up when it stops waiting (`abandon`): a fair lock's queue, a waiting writer's intent.
+  virtual bool keeps_waiter_place() const noexcept { return false; }
+  /// True if a release publishes on the channel this client's own waiters listen on, so that
+  /// its echo must be told apart (false: a fair lock's release tells the next waiter alone).
+  virtual bool release_echoes() const noexcept { return true; }
+  /// How many local waiters an unlock message wakes: one for a mutex; all for a read-write
+  /// lock's write release; as many as permits came back for a semaphore.
+  virtual std::size_t woken_by(std::string_view message) const noexcept {
+    (void)message;
+    return 1;
+  }
+
+  /// The keys and channels of the lock `name` for this kind.
+  virtual std::shared_ptr<const lock_names> names_of(std::string name,
+                                                      const std::string& fence_counter) const;
+  /// The names one acquisition by `owner` uses: `names` itself, or (a fair lock) with the
+  /// owner's own wake-up channel.
+  virtual std::shared_ptr<const lock_names> names_for(std::shared_ptr<const lock_names> names,
+                                                       const std::string& owner) const {
+    (void)owner;
+    return names;
+  }
 
   /// The owner id of a new acquisition (for a reentrant kind, shared by its re-entries).
   /// Throws errc::invalid_argument for options the kind does not take.
@@ -90,16 +131,29 @@ class lock_kind {
   virtual void drop_quietly(const lock_call& c, net::reply_callback done) const {
     drop(c, std::move(done));
   }
+  /// Gives up the waiter place an acquisition that ended without the lock may have left
+  /// (`keeps_waiter_place`). Replies with anything; the default has nothing to give up and
+  /// does not call `done`.
+  virtual void abandon(const lock_call& c, net::reply_callback done) const {
+    (void)c;
+    (void)done;
+  }
   /// Renews `items` (all on `node`, in one slot) in one script call; the reply holds 1 (renewed)
   /// or 0 (no longer held) per item.
   virtual void renew(topology& t, node_id node, std::span<const renewal_item> items,
                      net::clock::time_point deadline, net::reply_callback done) const = 0;
 };
 
-/// The kinds dlock has (defined in reentrant.cpp and simple.cpp), and all of them, for code
-/// that must recognise any kind's keys (status, ls).
+/// The kinds dlock has (one file each), and the mutexes RedLock can run over.
 const lock_kind& reentrant_kind() noexcept;
 const lock_kind& simple_kind() noexcept;
-std::span<const lock_kind* const> all_lock_kinds() noexcept;
+const lock_kind& fair_kind() noexcept;
+const lock_kind& read_kind() noexcept;
+const lock_kind& write_kind() noexcept;
+/// The write side taken by a holder of the read side (read_lock::upgrade).
+const lock_kind& upgrade_kind() noexcept;
+const lock_kind& semaphore_kind() noexcept;
+const lock_kind& leased_semaphore_kind() noexcept;
+std::span<const lock_kind* const> redlock_capable_kinds() noexcept;
 
 }  // namespace dlock::detail

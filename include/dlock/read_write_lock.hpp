@@ -1,0 +1,70 @@
+// dlock/read_write_lock.hpp — many readers or one writer, in Redisson's RReadWriteLock layout.
+#pragma once
+
+#include "dlock/export.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
+
+namespace dlock {
+
+/// The read side of a `read_write_lock`. Any number of owners may hold it at once while no one
+/// holds the write side; each owner's read holds are re-entrant. A read hold renewed by the
+/// watchdog keeps Redisson's per-hold timeout key (`{NAME}:<owner>:rwlock_timeout:<n>`) alive,
+/// so Redisson's readers and dlock's share the lock and neither's release cuts the other's
+/// lease short.
+///
+/// Writers are not starved: while a dlock writer waits, dlock readers that do not already hold
+/// a read hold wait behind it (a short-lived intent key, `{NAME}:write_intent`, renewed by the
+/// waiting writer and gone within `client_options::fair_waiter_lease` if it dies). A waiting
+/// writer therefore waits at most for the read holds taken before it started waiting.
+/// Redisson's readers do not know that key and may still join.
+class DLOCK_API DLOCK_CAPABILITY("dlock::read_lock") read_lock : public basic_lock {
+ public:
+  /// Turns the read hold `read_hold` (a lease of this lock, held by the calling owner) into a
+  /// write hold, waiting up to `wait` for the other readers to leave. New readers wait behind
+  /// the upgrade. Returns the write lease (the read hold stays, as after a downgrade; release it
+  /// when done), or an empty lease if the wait ended first (the read hold is untouched).
+  /// Only one holder may upgrade at a time: a second upgrade attempt meanwhile throws
+  /// errc::upgrade_conflict at once, never deadlocks. Throws errc::invalid_argument if
+  /// `read_hold` is not a live read hold of this lock, and as `try_acquire` otherwise.
+  lease upgrade(const lease& read_hold, std::chrono::milliseconds wait);
+
+ private:
+  friend class read_write_lock;
+  read_lock(std::shared_ptr<detail::lock_core> core, std::string name);
+};
+
+/// The write side of a `read_write_lock`: one owner at a time, and no readers meanwhile except
+/// the writer's own. Re-entrant; its holder may also take the read side (a downgrade: take the
+/// read lock, then release the write lease). The holder field is `<owner>:write`, as in
+/// Redisson. A write release publishes `1` on `redisson_rwlock:{NAME}`, which wakes every
+/// waiter; a last read release publishes `0`.
+class DLOCK_API DLOCK_CAPABILITY("dlock::write_lock") write_lock : public basic_lock {
+ private:
+  friend class read_write_lock;
+  write_lock(std::shared_ptr<detail::lock_core> core, std::string name);
+};
+
+/// A read-write lock: a name with a read side and a write side. Cheap to copy; does not talk to
+/// the server until one side is acquired.
+class DLOCK_API read_write_lock {
+ public:
+  const std::string& name() const noexcept { return name_; }
+  /// The read side.
+  read_lock read() const;
+  /// The write side.
+  write_lock write() const;
+
+ private:
+  friend class client;
+  read_write_lock(std::shared_ptr<detail::lock_core> core, std::string name);
+  std::shared_ptr<detail::lock_core> core_;
+  std::string name_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,91 @@
+// dlock/semaphore.hpp — counting semaphores: Redisson's RSemaphore, and leased, owned permits
+// in Redisson's RPermitExpirableSemaphore layout.
+#pragma once
+
+#include "dlock/export.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
+
+namespace dlock {
+
+/// What a semaphore's key holds now.
+struct semaphore_info {
+  /// False if the semaphore has never been given permits (or was deleted).
+  bool exists = false;
+  /// Permits free now.
+  std::int64_t available = 0;
+  /// Leased semaphores: permits held now, each with its id (hex) and remaining lease
+  /// (`milliseconds::max()`: a permit taken without expiry).
+  std::vector<std::pair<std::string, std::chrono::milliseconds>> leased;
+  /// Clients subscribed to the semaphore's channel: waiters, in dlock or Redisson.
+  std::int64_t waiters = 0;
+};
+
+/// Permits in Redisson's RSemaphore layout: the string `NAME` holds the count of free permits;
+/// the channel `redisson_sc:{NAME}` carries the count after each release. Acquiring takes
+/// `lease_options::permits` at once (all or none) and returns a lease; destroying or releasing
+/// it gives them back. As in Redisson, the permits themselves have no owner and no expiry on
+/// the server: a process that dies holding them never gives them back (use
+/// `leased_semaphore` when that matters), so the lease's `lease_time` and watchdog do not
+/// apply and `valid()` stays true until it is released. Waiting is event-driven; a release of n
+/// permits wakes at most n waiters of each client. Thread-safe.
+class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lock {
+ public:
+  /// Sets the number of free permits to `permits` if the semaphore has none set yet. Returns
+  /// true if it set them. Throws errc::invalid_argument for a negative count, errc::wrong_type
+  /// if the name holds something else, and as `try_acquire` for server errors.
+  bool try_set_permits(std::int64_t permits);
+  /// Adds `permits` free permits (negative: removes them, possibly below zero), creating the
+  /// semaphore if needed, and wakes waiters. Throws as `try_set_permits`.
+  void add_permits(std::int64_t permits);
+  /// Gives back `permits` permits that were not taken through a lease (Redisson's release:
+  /// anyone may call it). Throws as `try_set_permits`.
+  void release(std::int64_t permits = 1);
+  /// Free permits now (0 if the semaphore does not exist).
+  std::int64_t available() const;
+  /// Everything about it at one instant.
+  semaphore_info info() const;
+
+ private:
+  friend class client;
+  semaphore(std::shared_ptr<detail::lock_core> core, std::string name);
+};
+
+/// Leased, owned permits in Redisson's RPermitExpirableSemaphore layout: `NAME` holds the count
+/// of free permits and the sorted set `{NAME}:timeout` holds every permit taken, by its random
+/// 16-byte id, scored by its expiry (server time, ms). Each acquisition takes
+/// `lease_options::permits` permits at once and returns a lease that works as a lock's does:
+/// renewed by the watchdog (or a fixed lease time), lost loudly, released by its destructor.
+/// A permit whose holder died comes back by itself when its lease ends (the next acquisition
+/// reclaims it and wakes waiters). Only the holder of a permit id can release it: a foreign or
+/// forged id is refused and changes nothing. Thread-safe.
+class DLOCK_API DLOCK_CAPABILITY("dlock::leased_semaphore") leased_semaphore : public basic_lock {
+ public:
+  /// As `semaphore::try_set_permits`: the number of free permits, if not set yet.
+  bool try_set_permits(std::int64_t permits);
+  /// As `semaphore::add_permits`.
+  void add_permits(std::int64_t permits);
+  /// Releases the permit(s) with id `permit_id` (hex, as `lease::permit_id` gives it), from any
+  /// process. Returns true if released, false if no such permit is held (released already,
+  /// expired, or an id that was never issued): nothing changes then. Throws
+  /// errc::invalid_argument for an id that is not hex of whole 16-byte permits.
+  bool release(std::string_view permit_id);
+  /// Free permits now, counting expired ones (which the next acquisition reclaims).
+  std::int64_t available() const;
+  /// Everything about it at one instant (expired permits not yet reclaimed are listed with a
+  /// remaining lease of 0).
+  semaphore_info info() const;
+
+ private:
+  friend class client;
+  leased_semaphore(std::shared_ptr<detail::lock_core> core, std::string name);
+};
+
+}  // namespace dlock

@@ -1,0 +1,91 @@
+// The semaphore, in Redisson's RSemaphore layout: the string NAME counts free permits, and a
+// release publishes the new count on `redisson_sc:{NAME}`. Permits have no owner and no expiry
+// on the server; the lease dlock hands out only remembers how many to give back.
+#include <charconv>
+
+#include "core/random.hpp"
+#include "dlock/error.hpp"
+#include "dlock/keys.hpp"
+#include "dlock_lua_scripts.hpp"
+#include "locks/kinds/lock_kind.hpp"
+
+namespace dlock::detail {
+
+std::size_t permits_announced(std::string_view message) noexcept {
+  long long count = 0;
+  const auto [end, ec] = std::from_chars(message.data(), message.data() + message.size(), count);
+  if (ec != std::errc() || end != message.data() + message.size()) return 1;
+  return count < 1 ? 1 : static_cast<std::size_t>(count);
+}
+
+namespace {
+
+class semaphore_protocol final : public lock_kind {
+ public:
+  std::string_view name() const noexcept override { return "semaphore"; }
+  std::string_view redis_type() const noexcept override { return "string"; }
+  lock_type public_type() const noexcept override { return lock_type::other; }
+  bool reentrant() const noexcept override { return false; }
+  std::size_t max_holders() const noexcept override { return SIZE_MAX; }
+  bool leased() const noexcept override { return false; }
+  // As many of our waiters as permits came back, not all of them.
+  std::size_t woken_by(std::string_view message) const noexcept override {
+    return permits_announced(message);
+  }
+
+  std::shared_ptr<const lock_names> names_of(std::string name,
+                                             const std::string& fence_counter) const override {
+    auto n = std::make_shared<lock_names>(std::move(name), fence_counter);
+    n->channel = derived_key("redisson_sc", n->name);
+    return n;
+  }
+
+  // Not stored on the server: it only tells this client's grants apart.
+  std::string owner_for(const std::string&, const lease_options& o) const override {
+    if (!o.owner.empty()) {
+      throw error(errc::invalid_argument, "a semaphore's permits have no owner id");
+    }
+    return random_hex(8);
+  }
+
+  void attempt(const lock_call& c, net::reply_callback done) const override {
+    const std::string permits = std::to_string(c.permits);
+    const std::string_view keys[] = {c.names.name, c.names.fence_key};
+    const std::string_view args[] = {permits};
+    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+  }
+  void release(const lock_call& c, net::reply_callback done) const override {
+    give_back(c, c.topo.publish_command(), std::move(done));
+  }
+  void drop(const lock_call& c, net::reply_callback done) const override {
+    release(c, std::move(done));
+  }
+  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
+    give_back(c, "", std::move(done));
+  }
+  // Never called: these leases have no watchdog and cannot be extended.
+  void renew(topology&, node_id, std::span<const renewal_item>, net::clock::time_point,
+             net::reply_callback done) const override {
+    done(errc::invalid_argument, {});
+  }
+
+ private:
+  void give_back(const lock_call& c, std::string_view publish, net::reply_callback done) const {
+    const std::string permits = std::to_string(c.permits);
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {permits, publish, "add"};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+  }
+
+  const script acquire_{std::string(lua::semaphore_acquire)};
+  const script release_{std::string(lua::semaphore_release)};
+};
+
+}  // namespace
+
+const lock_kind& semaphore_kind() noexcept {
+  static const semaphore_protocol kind;
+  return kind;
+}
+
+}  // namespace dlock::detail

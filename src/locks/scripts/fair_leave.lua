@@ -1,0 +1,20 @@
+-- A fair-lock waiter that gives up leaves the queue; if it was first in line and the lock is
+-- free, the next waiter is told it is its turn.
+-- KEYS[1] lock hash     KEYS[2] queue list     KEYS[3] deadline zset     KEYS[4] unlock channel
+-- ARGV[1] owner field   ARGV[2] unlock message ARGV[3] 'publish' or 'spublish'
+-- Returns 1 if it had a place, 0 if not.
+--#include _clock
+--#include _waiter_queue
+local was_first = redis.call('lindex', KEYS[2], 0) == ARGV[1]
+if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('lrem', KEYS[2], 0, ARGV[1])
+if was_first and redis.call('exists', KEYS[1]) == 0 then
+  drop_lapsed_waiters(KEYS[2], KEYS[3], server_now_ms())
+  local next_waiter = redis.call('lindex', KEYS[2], 0)
+  if next_waiter then
+    redis.call(ARGV[3], KEYS[4] .. ':' .. next_waiter, ARGV[2])
+  end
+end
+return 1

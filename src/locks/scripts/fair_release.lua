@@ -1,0 +1,24 @@
+-- Release one hold of a fair lock; at the last one, delete it and wake only the next waiter, on
+-- its own channel (Redisson's: the unlock channel, ':', the waiter's owner id).
+-- KEYS[1] lock hash     KEYS[2] queue list     KEYS[3] deadline zset     KEYS[4] unlock channel
+-- ARGV[1] lease in ms   ARGV[2] owner field    ARGV[3] unlock message
+-- ARGV[4] 'publish', 'spublish' on a cluster, or '' to end the hold without waking anyone
+-- ARGV[5] '1' to end the owner's hold outright whatever its count (a drop), '0' for one hold
+-- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
+-- refreshed), 1 once released.
+--#include _clock
+--#include _waiter_queue
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
+if ARGV[5] ~= '1' and redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('del', KEYS[1])
+drop_lapsed_waiters(KEYS[2], KEYS[3], server_now_ms())
+local next_waiter = redis.call('lindex', KEYS[2], 0)
+if next_waiter and ARGV[4] ~= '' then
+  redis.call(ARGV[4], KEYS[4] .. ':' .. next_waiter, ARGV[3])
+end
+return 1

@@ -1,0 +1,23 @@
+-- Give permits back to a semaphore (Redisson's RSemaphore release: anyone may), or set or add
+-- to its count, and tell waiters the new count.
+-- KEYS[1] free-permit count     KEYS[2] channel
+-- ARGV[1] permits               ARGV[2] 'publish', 'spublish' or '' (nobody told)
+-- ARGV[3] 'add' (release, add_permits) or 'set' (only if the semaphore does not exist yet)
+-- Returns 1 + the subscribers told ('set': 0 if it existed already), or a WRONGTYPE error.
+--#include _semaphore
+local free, err = permits_of(KEYS[1])
+if not free then
+  return err
+end
+if ARGV[3] == 'set' then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+  end
+  redis.call('set', KEYS[1], ARGV[1])
+else
+  redis.call('incrby', KEYS[1], ARGV[1])
+end
+if ARGV[2] == '' then
+  return 1
+end
+return 1 + redis.call(ARGV[2], KEYS[2], redis.call('get', KEYS[1]))

@@ -1,0 +1,229 @@
+// Fair locks, read-write locks and semaphores within one process against a real redis-server:
+// their Redisson layouts, ownership, waiting and the edge cases of each. The multi-process
+// properties (FIFO order across processes, exclusion, permits never exceeded, dead holders and
+// waiters) are in synchronizers_multiprocess_test.cpp.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "redis_fixture.hpp"
+
+namespace dlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// `{NAME}` followed by `suffix`: Redisson's derived keys.
+std::string braced(const std::string& name, std::string_view suffix = "") {
+  std::string out = "{";
+  out += name;
+  out += "}";
+  out += suffix;
+  return out;
+}
+
+class Synchronizers : public redis_test {
+ protected:
+  client make_client() {
+    auto o = client_options::from_url(url());
+    o.fair_waiter_lease = 2s;
+    return client(o);
+  }
+};
+
+TEST_F(Synchronizers, FairLockGrantsInArrivalOrderAndWakesOnlyTheNext) {
+  auto holder_client = make_client();
+  auto lock = holder_client.fair(key("fair"));
+  auto held = lock.try_acquire();
+  ASSERT_TRUE(held);
+  raw_redis raw(server().port());
+  // Three waiters on three clients, queued one after the other.
+  std::vector<client> clients;
+  for (int i = 0; i < 3; ++i)
+    clients.push_back(make_client());
+  std::vector<std::future<lease>> waiting;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 3; ++i) {
+    waiting.push_back(clients[i].fair(key("fair")).acquire_future(30s));
+    while (raw({"LLEN", "redisson_lock_queue:" + braced(key("fair"))}).integer() < i + 1)
+      std::this_thread::yield();
+  }
+  const auto queue = lock.queue();
+  ASSERT_EQ(queue.size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(queue[i].rfind(clients[i].id() + ":", 0), 0u) << queue[i];
+  EXPECT_EQ(raw({"ZCARD", "redisson_lock_timeout:" + braced(key("fair"))}).integer(), 3);
+  EXPECT_FALSE(make_client().fair(key("fair")).try_acquire()) << "a single attempt never barges";
+  held.release();
+  auto first = waiting[0].get();
+  ASSERT_TRUE(first);
+  EXPECT_GT(first.fence(), 0u);
+  EXPECT_EQ(waiting[1].wait_for(50ms), std::future_status::timeout);
+  first.release();
+  auto second = waiting[1].get();
+  ASSERT_TRUE(second);
+  second.release();
+  auto third = waiting[2].get();
+  ASSERT_TRUE(third);
+  EXPECT_EQ(lock.queue().size(), 0u);
+  third.release();
+}
+
+TEST_F(Synchronizers, AFairWaiterThatGivesUpLeavesTheQueue) {
+  auto a = make_client();
+  auto held = a.fair(key("f")).try_acquire();
+  ASSERT_TRUE(held);
+  auto b = make_client();
+  EXPECT_FALSE(b.fair(key("f")).try_acquire_for(200ms));
+  EXPECT_TRUE(a.fair(key("f")).queue().empty()) << "its place was given up with it";
+}
+
+TEST_F(Synchronizers, ReadersShareWritersExclude) {
+  auto c1 = make_client();
+  auto c2 = make_client();
+  auto rw1 = c1.read_write(key("rw"));
+  auto rw2 = c2.read_write(key("rw"));
+  auto r1 = rw1.read().try_acquire();
+  auto r2 = rw2.read().try_acquire();
+  ASSERT_TRUE(r1 && r2) << "readers share";
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"HGET", key("rw"), "mode"}).str(), "read");
+  const auto timeouts = raw({"KEYS", "*rwlock_timeout*"});
+  ASSERT_EQ(timeouts.elements().size(), 2u) << "Redisson's per-hold timeout keys";
+  for (const auto& k : timeouts.elements()) {
+    EXPECT_EQ(k.str().rfind(braced(key("rw")), 0), 0u) << k.str();
+    EXPECT_TRUE(k.str().ends_with(":rwlock_timeout:1")) << k.str();
+  }
+  EXPECT_FALSE(rw1.write().try_acquire()) << "a writer waits for readers";
+  r1.release();
+  r2.release();
+  EXPECT_EQ(raw({"EXISTS", key("rw")}).integer(), 0);
+  auto w = rw1.write().try_acquire();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(raw({"HGET", key("rw"), "mode"}).str(), "write");
+  EXPECT_FALSE(rw2.read().try_acquire()) << "a writer excludes other readers";
+  auto downgrade = rw1.read().try_acquire();
+  EXPECT_TRUE(downgrade) << "its own holder may read";
+  w.release();
+  EXPECT_EQ(raw({"HGET", key("rw"), "mode"}).str(), "read") << "downgraded";
+  EXPECT_TRUE(rw2.read().try_acquire());
+}
+
+TEST_F(Synchronizers, AWaitingWriterHoldsNewReadersBack) {
+  auto c = make_client();
+  auto rw = c.read_write(key("w"));
+  auto reader = rw.read().try_acquire();
+  ASSERT_TRUE(reader);
+  auto other = make_client();
+  auto writer = other.read_write(key("w")).write().acquire_future(30s);
+  raw_redis raw(server().port());
+  while (raw({"EXISTS", braced(key("w"), ":write_intent")}).integer() == 0)
+    std::this_thread::yield();
+  auto third = make_client();
+  EXPECT_FALSE(third.read_write(key("w")).read().try_acquire()) << "new readers wait";
+  reader.release();
+  auto w = writer.get();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(raw({"EXISTS", braced(key("w"), ":write_intent")}).integer(), 0);
+}
+
+TEST_F(Synchronizers, UpgradeWorksAndASecondUpgraderIsRefusedNotDeadlocked) {
+  auto a = make_client();
+  auto b = make_client();
+  auto rwa = a.read_write(key("u"));
+  auto rwb = b.read_write(key("u"));
+  auto ra = rwa.read().try_acquire();
+  auto rb = rwb.read().try_acquire();
+  ASSERT_TRUE(ra && rb);
+  auto upgrading = std::async(std::launch::async, [&] { return rwa.read().upgrade(ra, 30s); });
+  raw_redis raw(server().port());
+  while (raw({"EXISTS", braced(key("u"), ":write_intent")}).integer() == 0)
+    std::this_thread::yield();
+  try {
+    auto never = rwb.read().upgrade(rb, 5s);
+    FAIL() << "two upgraders would deadlock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::upgrade_conflict) << e.what();
+  }
+  rb.release();  // the refused upgrader lets go of its read hold
+  auto w = upgrading.get();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(raw({"HGET", key("u"), "mode"}).str(), "write");
+  EXPECT_FALSE(rwb.read().try_acquire());
+  w.release();
+  ra.release();
+  EXPECT_EQ(raw({"EXISTS", key("u")}).integer(), 0);
+}
+
+TEST_F(Synchronizers, SemaphoreTakesPermitsAllOrNothingAndGivesThemBack) {
+  auto c = make_client();
+  auto sem = c.semaphore(key("sem"));
+  EXPECT_TRUE(sem.try_set_permits(3));
+  EXPECT_FALSE(sem.try_set_permits(5));
+  auto two = sem.try_acquire({.permits = 2});
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two.permits(), 2);
+  EXPECT_EQ(sem.available(), 1);
+  EXPECT_FALSE(sem.try_acquire({.permits = 2}));
+  auto waiting = sem.acquire_future(30s, {.permits = 2});
+  EXPECT_EQ(waiting.wait_for(50ms), std::future_status::timeout);
+  two.release();
+  auto got = waiting.get();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(sem.available(), 1);
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"GET", key("sem")}).str(), "1") << "Redisson's layout: the free count";
+  got.release();
+  EXPECT_EQ(sem.available(), 3);
+  raw({"RPUSH", key("list"), "x"});
+  try {
+    c.semaphore(key("list")).try_acquire();
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type) << e.what();
+  }
+}
+
+TEST_F(Synchronizers, ARedissonReleaseWakesASemaphoreWaiter) {
+  auto c = make_client();
+  auto sem = c.semaphore(key("rs"));
+  ASSERT_TRUE(sem.try_set_permits(0));
+  auto waiting = sem.acquire_future(30s);
+  raw_redis raw(server().port());
+  const std::string channel = "redisson_sc:" + braced(key("rs"));
+  while (raw({"PUBSUB", "NUMSUB", channel}).at(1).integer() == 0)
+    std::this_thread::yield();
+  // What Redisson's RSemaphore.release() does: INCRBY, then publish the new count.
+  raw({"EVAL",
+       "local v = redis.call('incrby', KEYS[1], ARGV[1]); redis.call('publish', KEYS[2], v)", "2",
+       key("rs"), channel, "1"});
+  EXPECT_TRUE(waiting.get());
+}
+
+TEST_F(Synchronizers, LeasedPermitsAreOwnedAndComeBackWhenTheirLeaseEnds) {
+  auto c = make_client();
+  auto sem = c.leased_semaphore(key("ls"));
+  ASSERT_TRUE(sem.try_set_permits(2));
+  auto p1 = sem.try_acquire({.lease_time = 300ms});
+  auto p2 = sem.try_acquire();
+  ASSERT_TRUE(p1 && p2);
+  EXPECT_EQ(p1.permit_id().size(), 32u);
+  EXPECT_FALSE(sem.try_acquire());
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"ZCARD", braced(key("ls"), ":timeout")}).integer(), 2);
+  EXPECT_FALSE(sem.release(std::string(32, 'a'))) << "a forged id is refused";
+  EXPECT_EQ(raw({"ZCARD", braced(key("ls"), ":timeout")}).integer(), 2) << "and changes nothing";
+  EXPECT_EQ(raw({"GET", key("ls")}).str(), "0");
+  // p1's lease runs out: the next acquisition reclaims it.
+  auto p3 = sem.try_acquire_for(5s);
+  ASSERT_TRUE(p3);
+  EXPECT_FALSE(p1.valid());
+  EXPECT_TRUE(sem.release(p2.permit_id())) << "its holder's id, from anywhere";
+  EXPECT_FALSE(p2.release()) << "already given back";
+  EXPECT_EQ(sem.available(), 1);
+}
+
+}  // namespace
+}  // namespace dlock::testing
