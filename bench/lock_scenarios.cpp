@@ -686,7 +686,8 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
   const auto lo = fixed_lease(o.lease);
   const auto n = static_cast<std::size_t>(o.workers);
   // A basic_lock copy keeps its kind: the handle carries everything.
-  const auto lock_of = [&](const client& c) -> basic_lock {
+  const auto lock_of = [&](const client& c, bool fair) -> basic_lock {
+    if (fair) return c.fair(key + ":fair");
     if (o.reentrant) return c.reentrant(key);
     return c.simple(key);
   };
@@ -694,23 +695,26 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
   struct variant {
     std::string name;
     bool spin = false;
+    bool fair = false;
     std::vector<std::unique_ptr<client>> clients;
     std::vector<basic_lock> locks;  // one per worker
     handoff_totals totals;
   };
   std::vector<variant> variants;
-  const auto make_variant = [&](std::string name, bool spin, bool shared) {
+  const auto make_variant = [&](std::string name, bool spin, bool shared, bool fair = false) {
     variant v;
     v.name = std::move(name);
     v.spin = spin;
+    v.fair = fair;
     for (std::size_t i = 0; i < (shared ? 1 : n); ++i)
       v.clients.push_back(std::make_unique<client>(s.url));
     for (std::size_t i = 0; i < n; ++i)
-      v.locks.push_back(lock_of(*v.clients[shared ? 0 : i]));
+      v.locks.push_back(lock_of(*v.clients[shared ? 0 : i], fair));
     variants.push_back(std::move(v));
   };
   const std::string clients_name = std::to_string(o.workers) + "-clients";
   make_variant(clients_name, false, false);
+  if (o.fair_variant) make_variant(clients_name + "-fair", false, false, true);
   if (o.shared_client_variant) make_variant("shared-client", false, true);
   make_variant("spin", true, false);
 
@@ -794,7 +798,7 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
                              ">= 0.5 x spin",
                              {}};
     add_extra(handoffs, "workers", static_cast<double>(o.workers));
-    add_extra(handoffs, "lock", o.reentrant ? "reentrant" : "simple");
+    add_extra(handoffs, "lock", v.fair ? "fair" : o.reentrant ? "reentrant" : "simple");
     add_extra(handoffs, "hand_offs", static_cast<double>(t.handoffs));
     add_extra(handoffs, "spin_hand_offs", static_cast<double>(spin.handoffs));
     results.push_back(std::move(handoffs));

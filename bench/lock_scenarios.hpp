@@ -120,8 +120,9 @@ std::vector<scenario_result> run_throughput(const bench_settings& s,
 // ---- 3. handoff --------------------------------------------------------------------------------
 
 /// `workers` threads contend for one key, each looping acquire → release at once. Variants:
-/// one dlock client per worker (each its own connections, like separate processes) and,
-/// optionally, one client shared by all workers. Reference: the same workers in a zero-sleep
+/// one dlock client per worker (each its own connections, like separate processes), the same
+/// with the fair lock (a release wakes only the next waiter in line) and, optionally, one client
+/// shared by all workers. Reference: the same workers in a zero-sleep
 /// spin loop of `try_acquire()` (one attempt each), one client per worker.
 /// Reports acquisitions/s, hand-offs/s (acquisitions by a different worker than the previous
 /// one), the release→next-holder latency (release() returning → a different worker's
@@ -132,6 +133,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s,
 struct handoff_options {
   int workers = 8;
   bool shared_client_variant = true;
+  bool fair_variant = true;  ///< also the fair lock, one client per worker
   bool reentrant = true;  ///< reentrant lock (default) or simple lock
   std::chrono::milliseconds lease{30'000};
 };

@@ -162,6 +162,9 @@ void lock_core::on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady:
       return;
     }
     subscribe(q, o->req.names->channel);
+    // A lingering subscription may have heard the release meant for this waiter before the
+    // waiter was back in its queue.
+    if (std::exchange(q.unclaimed_message, false)) o->woken_during_attempt = true;
   }
   // An unlock message arrived while we were asking: the answer may already be stale.
   if (step.kind == acquire_machine::step_kind::wait && o->woken_during_attempt) {

@@ -34,9 +34,11 @@ struct lock_core::op {
 };
 
 struct lock_core::runtime {
-  explicit runtime(asio::io_context& io) : renew_timer(io), expiry_timer(io) {}
+  explicit runtime(asio::io_context& io) : renew_timer(io), expiry_timer(io), linger_timer(io) {}
   asio::steady_timer renew_timer;
   asio::steady_timer expiry_timer;
+  asio::steady_timer linger_timer;  // ends lingering subscriptions (waiting.cpp)
+  bool linger_armed = false;
   bool renew_scheduled = false;
   std::unordered_map<std::string, queue> queues;  // by unlock channel
   recent_unsubscribes unsubscribed;

@@ -61,6 +61,14 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                                acquire_callback done);
   /// Starts an acquisition; `r.done` runs on the I/O thread exactly once.
   void acquire(acquire_request r);
+  /// Hands out a grant that a script of the caller's own made for `owner` on `h`'s lock (a
+  /// multi-lock's one call over several names) as an ordinary lease: registered, renewed by the
+  /// watchdog unless `o` fixes the lease time, signalled when lost, released on its own. A grant
+  /// whose validity, counted from `sent_at`, has already ended is undone on the server instead
+  /// and an empty lease returned, as the driver does (born_dead). I/O thread (it may run
+  /// on_lost callbacks); throws as make_request (multi_grant.cpp).
+  lease adopt_grant(const lock_handle& h, const std::string& owner, const lease_options& o,
+                    std::uint64_t fence, bool reentry, steady::time_point sent_at);
   /// Releases one hold. Blocks for the server's answer unless on the I/O thread (then it sends
   /// the release and reports `released`).
   release_outcome release(lease_state& hold) noexcept;
@@ -114,6 +122,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
 
+  // How long a lingering subscription (lock_kind::lingers) outlives its last waiter.
+  static constexpr std::chrono::seconds linger_time{2};
+
   // waiting.cpp (I/O thread)
   queue& join_queue(const std::shared_ptr<op>& o);
   void leave_queue(const std::shared_ptr<op>& o, bool granted);
@@ -123,6 +134,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void on_unlock_message(const std::string& channel, std::string_view message);
   void on_subscribed(const std::string& channel);
   void wake_front(const std::string& channel, std::size_t how_many = 1);
+  void arm_linger_sweep();
+  void end_idle_subscriptions();
 
   // release.cpp
   queue::release_note before_release(const std::string& channel);

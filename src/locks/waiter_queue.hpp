@@ -55,6 +55,11 @@ class waiter_queue {
   // ---- the subscription the queue listens on ----
   std::uint64_t subscription = 0;  // 0 until a waiter has found the lock held
   bool confirmed = false;          // the server confirmed it
+  // A lingering queue (lock_kind::lingers) stays, empty and subscribed, after its last waiter
+  // left: since when, and whether a message came meanwhile that the next waiter must act on
+  // (it may have been sent to it while its attempt's reply was still on the way).
+  std::chrono::steady_clock::time_point idle_since{};
+  bool unclaimed_message = false;
 
   // ---- echo accounting ----
 

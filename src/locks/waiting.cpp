@@ -30,6 +30,12 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
   q.remove(o);
   o->queued = false;
   activity_.add_local(channel, -1);
+  if (q.empty() && q.subscription != 0 && o->req.kind->lingers()) {
+    q.idle_since = steady::now();
+    q.unclaimed_message = false;
+    arm_linger_sweep();
+    return;
+  }
   if (q.empty()) {
     if (q.subscription != 0) {
       topology_->unsubscribe(q.subscription);
@@ -84,10 +90,44 @@ void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
     wake(o);
 }
 
+// A lingering subscription ends once nobody has waited on it for a while.
+void lock_core::arm_linger_sweep() {
+  if (std::exchange(rt_->linger_armed, true)) return;
+  rt_->linger_timer.expires_after(linger_time);
+  rt_->linger_timer.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->end_idle_subscriptions();
+  });
+}
+
+void lock_core::end_idle_subscriptions() {
+  rt_->linger_armed = false;
+  const auto now = steady::now();
+  bool lingering = false;
+  for (auto it = rt_->queues.begin(); it != rt_->queues.end();) {
+    auto& q = it->second;
+    if (!q.empty() || q.subscription == 0) {
+      ++it;
+    } else if (now - q.idle_since < linger_time) {
+      lingering = true;
+      ++it;
+    } else {
+      topology_->unsubscribe(q.subscription);
+      rt_->unsubscribed.note(it->first, now);
+      it = rt_->queues.erase(it);
+    }
+  }
+  if (lingering) arm_linger_sweep();
+}
+
 void lock_core::on_unlock_message(const std::string& channel, std::string_view message) {
   counters.unlock_messages.fetch_add(1, std::memory_order_relaxed);
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
+  if (it->second.empty()) {
+    it->second.unclaimed_message = true;  // for the waiter whose attempt is on its way back
+    return;
+  }
   if (it->second.message_arrived() != queue::message_action::wake) return;
   activity_.end_yield(channel);  // someone else released: our turn to compete again
   wake_front(channel, it->second.front()->req.kind->woken_by(message));

@@ -22,6 +22,7 @@ class fair_protocol final : public lock_kind {
   std::size_t max_holders() const noexcept override { return SIZE_MAX; }
   bool keeps_waiter_place() const noexcept override { return true; }
   bool release_echoes() const noexcept override { return false; }
+  bool lingers() const noexcept override { return true; }
 
   std::string owner_for(const std::string& client_id, const lease_options& o) const override {
     return client_id + ":" + (o.owner.empty() ? std::to_string(current_thread_number()) : o.owner);

@@ -94,6 +94,10 @@ class lock_kind {
   /// True if a release publishes on the channel this client's own waiters listen on, so that
   /// its echo must be told apart (false: a fair lock's release tells the next waiter alone).
   virtual bool release_echoes() const noexcept { return true; }
+  /// True if a waiter's subscription outlives its wait for a moment: a fair lock's waiter
+  /// listens on its owner's own channel, which the same owner's next wait uses again, so a
+  /// hand-off loop subscribes once instead of once per acquisition.
+  virtual bool lingers() const noexcept { return false; }
   /// How many local waiters an unlock message wakes: one for a mutex; all for a read-write
   /// lock's write release; as many as permits came back for a semaphore.
   virtual std::size_t woken_by(std::string_view message) const noexcept {
