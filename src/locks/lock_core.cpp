@@ -181,10 +181,10 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
                     " cannot run over RedLock's independent masters (only reentrant and simple "
                     "locks can); use a standalone, Sentinel or cluster deployment");
   }
-  if (o.permits < 1 || (h.kind->max_holders() == 1 && o.permits != 1)) {
-    throw error(errc::invalid_argument, h.kind->max_holders() == 1
-                                            ? "permits apply to semaphores only"
-                                            : "permits must be at least 1");
+  if (o.permits < 1 || (!h.kind->counts_permits() && o.permits != 1)) {
+    throw error(errc::invalid_argument, h.kind->counts_permits()
+                                            ? "permits must be at least 1"
+                                            : "permits apply to semaphores only");
   }
   r.permits = o.permits;
   if (!h.kind->leased()) {

@@ -88,6 +88,10 @@ void lock_core::release_async(lease_state& hold,
 bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
   if (lease_time <= 0ms) throw error(errc::invalid_argument, "lease_time must be positive");
   const auto g = hold.g;
+  if (!g->kind.leased()) {
+    throw error(errc::invalid_argument,
+                "a " + std::string(g->kind.name()) + "'s permits have no lease to extend");
+  }
   if (grants_.is_lost(*g)) {
     throw error(errc::lease_lost, "lease on '" + g->names->name + "' was lost");
   }

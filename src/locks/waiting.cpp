@@ -49,7 +49,9 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
   io().post([next = *next, granted, lease = o->req.lease_time] {
     auto& core = *next->core;
     if (next->finished || !core.admitted(next)) return;
-    if (granted) {
+    // A grant of a mutex means it is held now; a shared kind (readers, permits) may admit the
+    // next one too.
+    if (granted && next->req.kind->max_holders() == 1) {
       core.run_step(next, next->machine.on_busy(lease.count(), steady::now()));
     } else {
       core.wake(next);

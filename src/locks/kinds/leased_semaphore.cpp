@@ -21,6 +21,7 @@ class leased_semaphore_protocol final : public lock_kind {
   lock_type public_type() const noexcept override { return lock_type::other; }
   bool reentrant() const noexcept override { return false; }
   std::size_t max_holders() const noexcept override { return SIZE_MAX; }
+  bool counts_permits() const noexcept override { return true; }
   std::size_t woken_by(std::string_view message) const noexcept override {
     return permits_announced(message);
   }

@@ -85,6 +85,8 @@ class lock_kind {
   virtual bool reentrant() const noexcept = 0;
   /// How many may hold it at once; the waiter queue lets that many attempt together.
   virtual std::size_t max_holders() const noexcept { return 1; }
+  /// True for semaphores: an acquisition may take several permits (lease_options::permits).
+  virtual bool counts_permits() const noexcept { return false; }
   /// False for a kind whose holds never expire on the server (Redisson's RSemaphore permits):
   /// its leases have no lease time, no watchdog, and cannot be lost to expiry.
   virtual bool leased() const noexcept { return true; }

@@ -20,6 +20,9 @@ class read_write_side : public lock_kind {
   std::string_view redis_type() const noexcept override { return "hash"; }
   lock_type public_type() const noexcept override { return lock_type::read_write; }
   bool reentrant() const noexcept override { return true; }
+  // Readers and writers of one client wait in one local queue (they share the channel), and
+  // every one of them attempts: the server decides who may hold it, one writer or many readers.
+  std::size_t max_holders() const noexcept override { return SIZE_MAX; }
   std::size_t woken_by(std::string_view) const noexcept override { return SIZE_MAX; }
 
   std::shared_ptr<const lock_names> names_of(std::string name,
@@ -39,7 +42,6 @@ class read_write_side : public lock_kind {
 class read_protocol final : public read_write_side {
  public:
   std::string_view name() const noexcept override { return "read lock"; }
-  std::size_t max_holders() const noexcept override { return SIZE_MAX; }
 
   std::string owner_for(const std::string& client_id, const lease_options& o) const override {
     return reader_of(client_id, o);

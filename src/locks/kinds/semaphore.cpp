@@ -28,6 +28,7 @@ class semaphore_protocol final : public lock_kind {
   bool reentrant() const noexcept override { return false; }
   std::size_t max_holders() const noexcept override { return SIZE_MAX; }
   bool leased() const noexcept override { return false; }
+  bool counts_permits() const noexcept override { return true; }
   // As many of our waiters as permits came back, not all of them.
   std::size_t woken_by(std::string_view message) const noexcept override {
     return permits_announced(message);
