@@ -1,7 +1,9 @@
 // Redisson's rule for the keys and channels derived from a lock name, and its inverse for `ls`.
 #include <gtest/gtest.h>
 
+#include "core/random.hpp"
 #include "dlock/keys.hpp"
+#include "locks/kinds/lock_kind.hpp"
 
 namespace {
 
@@ -41,6 +43,27 @@ TEST(Keys, ListingFindsTheNamesAsWritten) {
   EXPECT_TRUE(lock_names_of_fence_counter("redisson_lock_token:abc").empty())
       << "no name derives a counter without a brace";
   EXPECT_TRUE(lock_names_of_fence_counter("other:{a}").empty());
+}
+
+TEST(Keys, SuffixedKeysFollowRedissonsSuffixRule) {
+  using dlock::detail::suffixed_key;
+  EXPECT_EQ(suffixed_key("sem", "timeout"), "{sem}:timeout");
+  EXPECT_EQ(suffixed_key("a{b}c", "timeout"), "a{b}c:timeout") << "the name's own tag decides";
+  EXPECT_EQ(suffixed_key("x{", "write_intent"), "x{:write_intent");
+}
+
+TEST(Keys, PermitIdsRoundTripThroughHex) {
+  using dlock::detail::from_hex;
+  using dlock::detail::random_raw;
+  using dlock::detail::to_hex;
+  const auto id = random_raw(16);
+  ASSERT_EQ(id.size(), 16u);
+  EXPECT_EQ(to_hex(id).size(), 32u);
+  EXPECT_EQ(from_hex(to_hex(id)), id);
+  EXPECT_EQ(from_hex("0aFF"), std::string("\x0a\xff", 2));
+  EXPECT_FALSE(from_hex("abc")) << "odd length";
+  EXPECT_FALSE(from_hex("zz")) << "not hex";
+  EXPECT_NE(random_raw(16), random_raw(16));
 }
 
 }  // namespace

@@ -47,6 +47,19 @@ TEST(WaiterQueue, AdmitsAsManyAsTheKindHasHolders) {
   EXPECT_TRUE(at_least_one.admitted(7)) << "a queue always admits one";
 }
 
+TEST(WaiterQueue, AMessageWakesAsManyAdmittedWaitersAsItAnnounces) {
+  queue mutex;
+  for (int w : {1, 2, 3})
+    mutex.push(w);
+  EXPECT_EQ(mutex.front_waiters(5), std::vector<int>{1}) << "a mutex admits one";
+  queue shared(SIZE_MAX);  // readers, or a semaphore's waiters
+  for (int w : {1, 2, 3})
+    shared.push(w);
+  EXPECT_EQ(shared.front_waiters(2), (std::vector<int>{1, 2})) << "two permits came back";
+  EXPECT_EQ(shared.front_waiters(SIZE_MAX), (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(queue().front_waiters(1).empty());
+}
+
 TEST(WaiterQueue, WithoutOurOwnReleasesEveryMessageWakesTheFront) {
   queue q;
   q.push(1);
