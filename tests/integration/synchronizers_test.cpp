@@ -225,5 +225,145 @@ TEST_F(Synchronizers, LeasedPermitsAreOwnedAndComeBackWhenTheirLeaseEnds) {
   EXPECT_EQ(sem.available(), 1);
 }
 
+// ---- what a red team would try ----
+
+TEST_F(Synchronizers, NamesHoldingOtherDataAreReportedAndLeftAlone) {
+  auto c = make_client();
+  raw_redis raw(server().port());
+  raw({"RPUSH", key("list"), "data"});
+  raw({"SET", key("json"), "{\"a\": 1}"});
+  raw({"HSET", key("hash"), "field", "value"});
+  const auto expect_wrong_type = [&](auto&& attempt, const std::string& what) {
+    try {
+      attempt();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::wrong_type) << what << ": " << e.what();
+    }
+  };
+  expect_wrong_type([&] { c.fair(key("list")).try_acquire(); }, "fair on a list");
+  expect_wrong_type([&] { c.fair(key("hash")).try_acquire_for(100ms); }, "fair on a user hash");
+  expect_wrong_type([&] { c.read_write(key("list")).read().try_acquire(); }, "read on a list");
+  expect_wrong_type([&] { c.read_write(key("hash")).write().try_acquire(); }, "write on a hash");
+  expect_wrong_type([&] { c.read_write(key("json")).read().try_acquire(); }, "read on a string");
+  expect_wrong_type([&] { c.semaphore(key("json")).try_acquire(); }, "semaphore on JSON");
+  expect_wrong_type([&] { c.leased_semaphore(key("hash")).try_acquire(); }, "leased on a hash");
+  expect_wrong_type([&] { c.semaphore(key("list")).try_set_permits(3); }, "set on a list");
+  EXPECT_EQ(raw({"LRANGE", key("list"), "0", "-1"}).at(0).str(), "data");
+  EXPECT_EQ(raw({"GET", key("json")}).str(), "{\"a\": 1}");
+  EXPECT_EQ(raw({"HGETALL", key("hash")}).elements().size(), 2u);
+  EXPECT_EQ(raw({"EXISTS", "redisson_lock_queue:" + braced(key("hash"))}).integer(), 0)
+      << "a refused waiter took no place";
+}
+
+TEST_F(Synchronizers, AwkwardNamesDeriveRedissonsKeysInTheNamesSlot) {
+  auto c = make_client();
+  raw_redis raw(server().port());
+  for (const std::string& name :
+       {key("a{tag}b"), key("new\nline"), key(std::string("\xff\xfe-bytes", 8)), key("x-{")}) {
+    auto fair = c.fair(name).try_acquire();
+    ASSERT_TRUE(fair) << name;
+    EXPECT_FALSE(make_client().fair(name).try_acquire_for(50ms));
+    fair.release();
+    auto read = c.read_write(name + "rw").read().try_acquire();
+    ASSERT_TRUE(read);
+    read.release();
+    auto sem = c.leased_semaphore(name + "sem");
+    ASSERT_TRUE(sem.try_set_permits(1));
+    auto permit = sem.try_acquire();
+    ASSERT_TRUE(permit);
+    EXPECT_TRUE(permit.release());
+  }
+  // A name with a brace keeps its own tag: the queue is `redisson_lock_queue:NAME`.
+  auto held = c.fair(key("a{tag}b")).try_acquire();
+  auto other = make_client();  // alive while its acquisition waits
+  auto waiter = other.fair(key("a{tag}b")).acquire_future(10s);
+  while (raw({"LLEN", "redisson_lock_queue:" + key("a{tag}b")}).integer() == 0)
+    std::this_thread::yield();
+  held.release();
+  EXPECT_TRUE(waiter.get());
+}
+
+TEST_F(Synchronizers, AFlushIsALostLeaseForEveryKindNeverASilentOne) {
+  auto o = client_options::from_url(url());
+  o.watchdog_lease = 600ms;
+  client c(o);
+  std::vector<lease> leases;
+  leases.push_back(c.fair(key("f")).try_acquire());
+  leases.push_back(c.read_write(key("rw")).read().try_acquire());
+  leases.push_back(c.read_write(key("w")).write().try_acquire());
+  auto sem = c.leased_semaphore(key("s"));
+  ASSERT_TRUE(sem.try_set_permits(1));
+  leases.push_back(sem.try_acquire());
+  for (const auto& l : leases)
+    ASSERT_TRUE(l) << "all granted";
+  const auto fences_before = leases[0].fence();
+  raw_redis(server().port())({"FLUSHALL"});
+  for (auto& l : leases) {
+    const auto limit = std::chrono::steady_clock::now() + 5s;
+    while (!l.lost_reason() && std::chrono::steady_clock::now() < limit)
+      std::this_thread::yield();
+    EXPECT_EQ(l.lost_reason(), lease_lost_reason::not_held) << l.name();
+    EXPECT_TRUE(l.stop_token().stop_requested());
+  }
+  auto again = c.fair(key("f")).try_acquire();
+  ASSERT_TRUE(again);
+  EXPECT_GT(again.fence(), fences_before) << "fences never go backwards, even after a flush";
+}
+
+TEST_F(Synchronizers, PermitsAndOwnerIdsAreCheckedPerKind) {
+  auto c = make_client();
+  try {
+    c.fair(key("f")).try_acquire({.permits = 2});
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  try {
+    c.semaphore(key("s")).try_acquire({.permits = 0});
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  try {
+    c.leased_semaphore(key("s")).release("not hex");
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  auto sem = c.semaphore(key("plain"));
+  ASSERT_TRUE(sem.try_set_permits(1));
+  auto permit = sem.try_acquire();
+  ASSERT_TRUE(permit);
+  try {
+    permit.extend(1s);
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << "RSemaphore permits have no lease";
+  }
+}
+
+class SynchronizersOverRedLock : public redis_test {
+ protected:
+  std::size_t server_count() const override { return 3; }
+};
+
+TEST_F(SynchronizersOverRedLock, OnlyMutexesRunOverIndependentMasters) {
+  client c(client_options::redlock_masters({url(0), url(1), url(2)}));
+  try {
+    c.fair(key("f")).try_acquire();
+    FAIL() << "a fair queue on independent masters has no single order";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+  try {
+    c.leased_semaphore(key("s")).try_acquire();
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+  EXPECT_TRUE(c.reentrant(key("r")).try_acquire());
+}
+
 }  // namespace
 }  // namespace dlock::testing
