@@ -43,6 +43,12 @@ class DLOCK_API multi_lease {
 /// any partial holds are released if the wait ends: two multi-locks over overlapping names
 /// never deadlock, whatever order their names were given in. Each name is an ordinary
 /// reentrant lock (Redisson's RLock layout), so single-name lockers exclude it and vice versa.
+///
+/// The holds are owned as a reentrant lock's are: by the calling thread, or by
+/// `lease_options::owner`; a name the owner already holds is re-entered (and shares that hold's
+/// fencing token). The lease options apply to every hold: watchdog or fixed lease, and
+/// `on_lost`, which runs once for each hold that is lost. RedLock always takes the names one by
+/// one, each by majority. Copyable; thread-safe.
 class DLOCK_API multi_lock {
  public:
   /// The names, sorted and de-duplicated.

@@ -7,9 +7,8 @@
 
 namespace dlock::detail {
 
-lease lock_core::adopt_grant(const lock_handle& h, const std::string& owner,
-                             const lease_options& o, std::uint64_t fence, bool reentry,
-                             steady::time_point sent_at) {
+lease lock_core::adopt_grant(const lock_handle& h, const std::string& owner, const lease_options& o,
+                             std::uint64_t fence, bool reentry, steady::time_point sent_at) {
   // The request the driver would have built for this lock (lease time, watchdog or fixed,
   // on_lost); the owner is the one the script granted to, which the caller computed on its own
   // thread (a thread's owner id differs from the I/O thread's).

@@ -66,8 +66,8 @@ lease acquire_one(lock_core& core, const detail::lock_handle& h, const lease_opt
   limits.deadline = deadline;
   limits.single_attempt = deadline <= steady::now();
   detail::one_shot<acquire_result> result;
-  core.acquire(core.make_request(h, o, limits,
-                                 [&result](acquire_result r) { result.put(std::move(r)); }));
+  core.acquire(
+      core.make_request(h, o, limits, [&result](acquire_result r) { result.put(std::move(r)); }));
   auto r = result.take();
   if (r.error) throw error(r.error, r.message);
   return std::move(r.held);
@@ -185,9 +185,9 @@ call_result on_call_reply(lock_core& core, const handles& hs, const std::string&
   call_result out;
   const auto& kind = detail::reentrant_kind();
   auto call_on = [&](const detail::lock_handle& h) {
-    return detail::lock_call{core.topo(), core.topo().nodes_for(h.names->name).front(),
-                             *h.names,    owner,
-                             lease_time,  steady::now() + core.options().connection.command_timeout};
+    const auto node = core.topo().nodes_for(h.names->name).front();
+    const auto deadline = steady::now() + core.options().connection.command_timeout;
+    return detail::lock_call{core.topo(), node, *h.names, owner, lease_time, deadline};
   };
   if (ec == errc::not_replicated) {
     // The master granted, too few replicas have it: a failover could hand the names to someone
@@ -228,8 +228,8 @@ call_result on_call_reply(lock_core& core, const handles& hs, const std::string&
     if (ec == errc::wrong_type && r.is_error()) {
       out.message = wrong_type_message(hs, r);
     } else {
-      out.message = "acquiring locks " + names_phrase(hs) + ": " +
-                    (r.is_error() ? r.str() : ec.message());
+      out.message =
+          "acquiring locks " + names_phrase(hs) + ": " + (r.is_error() ? r.str() : ec.message());
     }
     return out;
   }
@@ -282,8 +282,7 @@ call_result acquire_in_one_call(lock_core& core, const handles& hs, const lease_
               // This thread must always hand over a result: the caller waits for it.
               call_result out;
               try {
-                out = on_call_reply(core, hs, checked.owner, o, checked.lease_time, ec, r,
-                                    sent_at);
+                out = on_call_reply(core, hs, checked.owner, o, checked.lease_time, ec, r, sent_at);
               } catch (const error& e) {
                 out = {};
                 out.ec = e.code();
