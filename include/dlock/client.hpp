@@ -81,7 +81,7 @@ struct DLOCK_API client_options {
   std::chrono::milliseconds watchdog_lease{30'000};
   /// Fair locks (and writers waiting on a read-write lock): how long a waiter's place lasts
   /// without the waiter renewing it. A waiter renews it at least three times per period while it
-  /// waits, so a waiter that dies delays those behind it by at most this long. Must be positive.
+  /// waits, so a waiter that dies delays those behind it by at most this long. At least 30 ms.
   std::chrono::milliseconds fair_waiter_lease{5'000};
   /// How often the watchdog renews; 0 means a third of `watchdog_lease`. Must be shorter than
   /// the lease.

@@ -50,7 +50,8 @@ class DLOCK_API countdown_latch {
   void wait() const;
   /// Asynchronous wait: returns at once; `done` runs on the client's I/O thread when the count
   /// reaches 0, the wait ends (`milliseconds::max()`: never) or an error occurs. Never throws.
-  void wait_async(std::chrono::milliseconds wait, std::function<void(latch_wait_result)> done) const;
+  void wait_async(std::chrono::milliseconds wait,
+                  std::function<void(latch_wait_result)> done) const;
   /// Deletes the latch, waking waiters (they see it reached). Returns true if it existed.
   bool remove();
 

@@ -45,9 +45,9 @@ struct lease_options {
   /// Called once if the lease is lost (never after `release`). Runs on the client's I/O thread:
   /// keep it short and do not block; exceptions it throws are swallowed.
   std::function<void(lease_lost_reason)> on_lost{};
-  /// Reentrant locks only: who owns the hold, instead of the calling thread. Use it for work
-  /// that moves between threads (thread pools, coroutines); any thread may then release it.
-  /// Holds with the same owner id re-enter each other. A re-entry keeps the first hold's lease
+  /// Reentrant, fair and read-write locks: who owns the hold, instead of the calling thread. Use it
+  /// for work that moves between threads (thread pools, coroutines); any thread may then release
+  /// it. Holds with the same owner id re-enter each other. A re-entry keeps the first hold's lease
   /// mode (watchdog or fixed); its lease time only ever extends the lock's expiry.
   std::string owner{};
   /// Semaphores only: how many permits this acquisition takes, all or none. Must be 1 for

@@ -38,10 +38,10 @@ struct lock_holder {
 
 /// What kind of key a lock name holds.
 enum class lock_type {
-  none,       ///< nothing: the lock is free
-  reentrant,  ///< a hash of owner -> hold count (dlock's reentrant lock, Redisson's RLock)
-  simple,     ///< a string holding a token (dlock's simple lock, node-redlock, redsync, redis-py)
-  other,      ///< some other Redis type: not a lock
+  none,        ///< nothing: the lock is free
+  reentrant,   ///< a hash of owner -> hold count (dlock's reentrant lock, Redisson's RLock)
+  simple,      ///< a string holding a token (dlock's simple lock, node-redlock, redsync, redis-py)
+  other,       ///< some other Redis type: not a lock
   read_write,  ///< a hash with a `mode` field (dlock's and Redisson's read-write lock)
   fair,        ///< a reentrant lock's hash with a queue of waiters (Redisson's RFairLock)
 };

@@ -20,8 +20,9 @@ namespace dlock {
 ///
 /// Writers are not starved: while a dlock writer waits, dlock readers that do not already hold
 /// a read hold wait behind it (a short-lived intent key, `{NAME}:write_intent`, renewed by the
-/// waiting writer and gone within `client_options::fair_waiter_lease` if it dies). A waiting
-/// writer therefore waits at most for the read holds taken before it started waiting.
+/// waiting writer and gone within `client_options::fair_waiter_lease` if it dies). The writer
+/// holding the intent therefore waits at most for the read holds taken before it; writers
+/// waiting behind it take the intent in turn.
 /// Redisson's readers do not know that key and may still join.
 class DLOCK_API DLOCK_CAPABILITY("dlock::read_lock") read_lock : public basic_lock {
  public:

@@ -34,8 +34,9 @@ struct semaphore_info {
 /// it gives them back. As in Redisson, the permits themselves have no owner and no expiry on
 /// the server: a process that dies holding them never gives them back (use
 /// `leased_semaphore` when that matters), so the lease's `lease_time` and watchdog do not
-/// apply and `valid()` stays true until it is released. Waiting is event-driven; a release of n
-/// permits wakes at most n waiters of each client. Thread-safe.
+/// apply and `valid()` stays true until it is released. Waiting is event-driven: a release
+/// publishes the new free count, and each client wakes that many of its waiters (at least one),
+/// not all of them. Thread-safe.
 class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lock {
  public:
   /// Sets the number of free permits to `permits` if the semaphore has none set yet. Returns

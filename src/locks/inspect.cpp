@@ -132,6 +132,11 @@ std::uint64_t basic_lock::fence() const {
 
 std::int64_t basic_lock::waiting_clients() const {
   auto& core = *handle_->core;
+  if (handle_->kind->public_type() == lock_type::fair) {
+    // Each fair waiter listens on its own channel; the queue says how many there are.
+    const std::string_view args[] = {"LLEN", handle_->names->aux_key1};
+    return core.command(handle_->names->aux_key1, args).integer();
+  }
   // Sharded channels on a cluster (PUBSUB SHARDNUMSUB), counted on the slot's node.
   const std::string_view args[] = {"PUBSUB", core.topo().numsub_command(), handle_->names->channel};
   return core.command(handle_->names->channel, args).at(1).integer();
@@ -173,12 +178,22 @@ lock_info basic_lock::force_unlock(force_unlock_check check) const {
   const std::string_view keys[] = {n.name, n.fence_key, n.channel};
   const std::string_view args[] = {detail::unlock_message, confirmed,
                                    handle_->core->topo().publish_command()};
+  lock_info removed;
   try {
-    return snapshot_across(*handle_->core, force_unlock_script(), n.name, keys, args);
+    removed = snapshot_across(*handle_->core, force_unlock_script(), n.name, keys, args);
   } catch (const error& e) {
     if (e.code() == errc::wrong_type) throw_not_a_lock(name(), e);
     throw;
   }
+  if (handle_->kind->public_type() == lock_type::fair) {
+    // Fair waiters each listen on their own channel: tell the first in line.
+    static const script wake{std::string(lua::fair_wake)};
+    const std::string_view wake_keys[] = {n.name, n.aux_key1, n.aux_key2, n.publish_channel};
+    const std::string_view wake_args[] = {detail::unlock_message,
+                                          handle_->core->topo().publish_command()};
+    handle_->core->call(wake, n.name, wake_keys, wake_args);
+  }
+  return removed;
 }
 
 std::int64_t reentrant_lock::hold_count(const std::string& owner) const {

@@ -25,6 +25,8 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
     invalid("watchdog_period must be shorter than watchdog_lease");
   }
   if (o.max_recheck <= 0ms) invalid("max_recheck must be positive");
+  // A waiter renews its place three times per waiter lease: shorter than that is no lease.
+  if (o.fair_waiter_lease < 30ms) invalid("fair_waiter_lease must be at least 30 ms");
   if (o.renewal_batch == 0) invalid("renewal_batch must be at least 1");
   if (o.min_replica_acks < 0) invalid("min_replica_acks must not be negative");
   if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {

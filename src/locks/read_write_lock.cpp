@@ -38,8 +38,9 @@ lease read_lock::upgrade(const lease& read_hold, std::chrono::milliseconds wait)
                 "upgrade needs a live read hold of '" + name() + "' taken through this client");
   }
   if (core.io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "upgrading blocks, so it cannot run on the client's I/O thread (inside a callback)");
+    throw error(
+        errc::invalid_argument,
+        "upgrading blocks, so it cannot run on the client's I/O thread (inside a callback)");
   }
   // The write hold is owned by the reader: "<client>:<owner>" becomes "<client>:<owner>:write".
   lease_options options;

@@ -24,8 +24,20 @@ const script& info_script() {
   return s;
 }
 
+// A semaphore's count lives on one server: over RedLock's independent masters there is no one
+// count to change or read (acquisitions refuse RedLock too).
+void refuse_redlock(const detail::lock_handle& h) {
+  if (!h.core->options().redlock.masters.empty()) {
+    throw error(errc::invalid_argument,
+                "a " + std::string(h.kind->name()) +
+                    " cannot run over RedLock's independent masters; use a standalone, Sentinel "
+                    "or cluster deployment");
+  }
+}
+
 // Sets (`set`: only if absent) or adds to the free count, telling waiters. True if it changed.
 bool change_permits(const detail::lock_handle& h, std::int64_t permits, std::string_view how) {
+  refuse_redlock(h);
   const auto& n = *h.names;
   const std::string count = std::to_string(permits);
   const std::string_view keys[] = {n.name, n.channel};
@@ -34,6 +46,7 @@ bool change_permits(const detail::lock_handle& h, std::int64_t permits, std::str
 }
 
 semaphore_info read_info(const detail::lock_handle& h) {
+  refuse_redlock(h);
   const auto& n = *h.names;
   const std::string_view keys[] = {n.name, n.aux_key1.empty() ? n.name : n.aux_key1};
   const auto r = h.core->call(info_script(), n.name, keys, {});
@@ -45,8 +58,9 @@ semaphore_info read_info(const detail::lock_handle& h) {
   for (std::size_t i = 3; i + 1 < e.size(); i += 2) {
     const auto expiry = e[i + 1].integer();
     // Redisson marks a permit taken without expiry with a score far in the future.
-    const auto left = expiry >= 900'000'000'000'000 ? std::chrono::milliseconds::max()
-                                                    : std::chrono::milliseconds(std::max<std::int64_t>(0, expiry - now));
+    const auto left = expiry >= 900'000'000'000'000
+                          ? std::chrono::milliseconds::max()
+                          : std::chrono::milliseconds(std::max<std::int64_t>(0, expiry - now));
     // An expired permit is free already: the next acquisition reclaims it.
     if (left.count() == 0) ++info.available;
     info.leased.emplace_back(detail::to_hex(e[i].str()), left);
@@ -107,6 +121,7 @@ bool leased_semaphore::release(std::string_view permit_id) {
     throw error(errc::invalid_argument,
                 "a permit id is 32 hex digits per permit, as lease::permit_id() gives it");
   }
+  refuse_redlock(*handle_);
   static const script release{std::string(lua::leased_release)};
   const auto& n = *handle_->names;
   const std::string_view keys[] = {n.name, n.aux_key1, n.channel};

@@ -12,7 +12,7 @@ std::error_code classify_error_reply(std::string_view text) {
   if (code == "NOAUTH" || code == "WRONGPASS") return errc::auth_failed;
   if (code == "WRONGTYPE") return errc::wrong_type;
   if (code == "NOPERM") return errc::permission_denied;
-  if (code == "UPGRADECONFLICT") return errc::upgrade_conflict;  // read_write_upgrade.lua
+  if (code == "UPGRADECONFLICT") return errc::upgrade_conflict;  // write_acquire.lua
   // An ACL refusal inside a script comes back as a plain ERR (Redis 7.0).
   if (code == "ERR" && text.find("The user executing the script can't") != text.npos) {
     return errc::permission_denied;

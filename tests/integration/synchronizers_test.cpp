@@ -80,6 +80,27 @@ TEST_F(Synchronizers, AFairWaiterThatGivesUpLeavesTheQueue) {
   EXPECT_TRUE(a.fair(key("f")).queue().empty()) << "its place was given up with it";
 }
 
+TEST_F(Synchronizers, AForceUnlockedFairLockGoesToTheFirstInLine) {
+  auto a = make_client();
+  auto held = a.fair(key("fu")).try_acquire();
+  ASSERT_TRUE(held);
+  auto b = make_client();
+  auto waiting = b.fair(key("fu")).acquire_future(30s);
+  raw_redis raw(server().port());
+  while (a.fair(key("fu")).waiting_clients() == 0)
+    std::this_thread::yield();
+  // Its own channel is live: the wake-up can only come as a message now.
+  const auto channel =
+      "redisson_lock__channel:" + braced(key("fu"), ":") + a.fair(key("fu")).queue().at(0);
+  while (raw({"PUBSUB", "NUMSUB", channel}).at(1).integer() == 0)
+    std::this_thread::yield();
+  EXPECT_EQ(a.fair(key("fu")).info().type, lock_type::fair);
+  EXPECT_EQ(a.fair(key("fu")).force_unlock().type, lock_type::reentrant) << "the hash it removed";
+  EXPECT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting.get());
+  EXPECT_GE(b.stats().unlock_messages, 1u);
+}
+
 TEST_F(Synchronizers, ReadersShareWritersExclude) {
   auto c1 = make_client();
   auto c2 = make_client();
@@ -359,6 +380,12 @@ TEST_F(SynchronizersOverRedLock, OnlyMutexesRunOverIndependentMasters) {
   try {
     c.leased_semaphore(key("s")).try_acquire();
     FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+  try {
+    c.semaphore(key("s")).try_set_permits(1);
+    FAIL() << "no single count exists over independent masters";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
   }

@@ -41,7 +41,7 @@ std::string suffixed_key(std::string_view name, std::string_view suffix) {
 }
 
 std::shared_ptr<const lock_names> lock_kind::names_of(std::string name,
-                                                     const std::string& fence_counter) const {
+                                                      const std::string& fence_counter) const {
   return std::make_shared<const lock_names>(std::move(name), fence_counter);
 }
 
