@@ -29,7 +29,9 @@ struct latch_wait_result {
 /// `redisson_countdownlatch__channel__{NAME}`, waking every waiter at once, in dlock and in
 /// Redisson. A latch that does not exist counts as reached (as in Redisson). Waiting is
 /// event-driven (a subscription plus a bounded re-check, `client_options::max_recheck`).
-/// Cheap to copy. Thread-safe.
+/// Not available over RedLock (errc::invalid_argument). On a cluster, a name holding `{` puts
+/// the channel (always `{NAME}`-tagged, as Redisson derives it) in another slot than the count:
+/// such names are refused there. Cheap to copy. Thread-safe.
 class DLOCK_API countdown_latch {
  public:
   const std::string& name() const noexcept { return name_; }
@@ -50,6 +52,7 @@ class DLOCK_API countdown_latch {
   void wait() const;
   /// Asynchronous wait: returns at once; `done` runs on the client's I/O thread when the count
   /// reaches 0, the wait ends (`milliseconds::max()`: never) or an error occurs. Never throws.
+  /// A pending wait keeps the client open until it ends.
   void wait_async(std::chrono::milliseconds wait,
                   std::function<void(latch_wait_result)> done) const;
   /// Deletes the latch, waking waiters (they see it reached). Returns true if it existed.
