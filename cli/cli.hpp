@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -9,6 +11,11 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace dlock::cli {
 
@@ -63,17 +70,67 @@ dlock::client connect(const dlock::client_options& options);
 
 struct run_args {
   dlock::client_options target;
-  int replicas = 0;  // --replicas
-  std::string name;
+  int replicas = 0;                // --replicas
+  std::vector<std::string> names;  // several: one multi-lock (kind reentrant only)
   std::vector<std::string> command;
   std::optional<std::chrono::milliseconds> wait;  // unset: wait forever
   std::chrono::milliseconds ttl{30'000};
   std::chrono::milliseconds grace{10'000};
-  std::string kind = "reentrant";
+  std::string kind = "reentrant";  // reentrant, simple, fair, read, write
   int lost_exit_code = exit_lease_lost;
 };
 
+/// `dlock run`: checks the kind and names (failure(exit_usage)), then `run_holding`.
 int run(const run_args& args);
+
+/// What `run_holding` got: the grant's leases (one; one per name for a multi-lock), none if the
+/// wait ended first, or why it failed (`error`, `message`).
+struct grant_result {
+  std::vector<lease> leases;
+  std::error_code error;
+  std::string message;
+};
+
+/// How `run_holding` acquires, what its messages call the thing held, and what the command is
+/// told. Shared by `dlock run` and `dlock sem`.
+struct holding_plan {
+  /// Starts the acquisition on the connected client with `options` (whose `on_lost` reports to
+  /// run_holding), waiting at most `wait` (milliseconds::max(): forever; <= 0: one attempt), and
+  /// calls `done` exactly once, from any thread. May throw dlock::error before it starts.
+  std::function<void(const dlock::client& c, std::chrono::milliseconds wait, lease_options options,
+                     std::function<void(grant_result)> done)>
+      acquire;
+  /// For messages: "the lock NAME", "a permit of NAME".
+  std::string what;
+  /// Why a wait ended without a grant, e.g. "NAME is held by someone else".
+  std::string busy;
+  /// The command's environment (DLOCK_NAME, DLOCK_FENCE, ...), from the grant's leases.
+  std::function<std::vector<std::string>(const std::vector<lease>& leases)> environment;
+};
+
+/// For holding_plan::acquire: starts `lock.acquire_async` (any kind) and reports it as a grant.
+void acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait, lease_options options,
+                   std::function<void(grant_result)> done);
+
+/// Runs `args.command` while holding what `plan` acquires (args.target, wait, ttl, grace,
+/// lost_exit_code; not names or kind): connects, acquires, runs the command and its whole
+/// process tree, forwards signals, stops everything if the grant is lost, releases, and returns
+/// the exit status `dlock run` documents (the command's own, 75, 76 or lost_exit_code, ...).
+int run_holding(const run_args& args, const holding_plan& plan);
+
+/// `dlock sem`'s options: registered on the app by `add_sem_command`, run by `sem` after
+/// parsing (cli/sem_command.cpp).
+struct sem_options {
+  CLI::App* cmd = nullptr;
+  std::string name;
+  std::int64_t permits = 0;
+  std::string wait_text, ttl_text = "30s", grace_text = "10s";
+  int lost_exit_code = exit_lease_lost;
+};
+void add_sem_command(CLI::App& app, sem_options& options);
+/// Runs `dlock sem` once parsed: `command` is what followed the `--` (`has_separator`).
+int sem(const sem_options& options, const target_flags& target,
+        const std::vector<std::string>& command, bool has_separator);
 int status(const dlock::client_options& target, const std::string& name, bool json);
 /// Lists the locks on every master (all of a cluster's).
 int list(const dlock::client_options& target, const std::string& pattern, bool json);

@@ -107,6 +107,9 @@ Examples:
   dlock run nightly-report -- ./make-report.sh       run on exactly one machine at a time
   dlock run --wait 0 backup -- ./backup.sh            give up at once if another run holds it
   dlock run --wait 5m --ttl 10s deploy -- make deploy
+  dlock run --kind read catalog -- ./export.sh        readers share, --kind write excludes them
+  dlock run accounts ledger -- ./transfer.sh          both locks, all or nothing, no deadlock
+  dlock sem encoders --permits 4 -- ./encode.sh       at most 4 at once
   dlock status nightly-report --json
   dlock ls 'deploy*'
   dlock unlock --force nightly-report
@@ -123,16 +126,16 @@ comes after "--" (dlock status -- -x; dlock run -- -x -- CMD).
 
 Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
   64 usage error, 65 the name holds something that is not a lock, 69 server unreachable (or a
-  replica, or still loading when --wait ran out), 70 internal error, 75 lock not acquired within
-  --wait, 76 lock lost while the command ran (--lost-exit-code), 77 credentials refused or the
-  ACL forbids a command, 126/127 command not runnable.)";
+  replica, or still loading when --wait ran out), 70 internal error, 75 lock (sem: permit) not
+  acquired within --wait, 76 lock (permit) lost while the command ran (--lost-exit-code), 77
+  credentials refused or the ACL forbids a command, 126/127 command not runnable.)";
 
 // Options that take a value as the next argument (unless given as --option=value).
 bool takes_value(std::string_view option) {
   static constexpr std::string_view with_value[] = {
-      "--url",     "--wait",     "--ttl",   "--grace", "--kind",     "--lost-exit-code",
-      "--seconds", "--variants", "--loads", "--plot",  "--sentinel", "--replicas",
-      "--topology"};
+      "--url",      "--wait",     "--ttl",   "--grace", "--kind",     "--lost-exit-code",
+      "--seconds",  "--variants", "--loads", "--plot",  "--sentinel", "--replicas",
+      "--topology", "--permits"};
   return std::find(std::begin(with_value), std::end(with_value), option) != std::end(with_value);
 }
 
@@ -160,10 +163,11 @@ split_args split_at_separator(int argc, char** argv) {
       continue;
     }
     if (arg == "--") {
-      if (subcommand != "run" || (names == 0 && !names_follow)) {
+      const bool runs = subcommand == "run" || subcommand == "sem";  // a command follows
+      if (!runs || (names == 0 && !names_follow)) {
         names_follow = true;
         s.ours.emplace_back(arg);
-        if (subcommand == "run") continue;
+        if (runs) continue;
         for (++i; i < argc; ++i)  // everything else is positional for CLI11
           s.ours.emplace_back(argv[i]);
         break;
@@ -225,10 +229,16 @@ releases the lock when CMD and every process it started have exited, exiting wit
 If the lock is lost, CMD and all its descendants get SIGTERM, then SIGKILL after --grace, and
 dlock exits 76 (or --lost-exit-code); also when the lease ran out while dlock itself was paused.
 Not acquired within --wait: exit 75. A name starting with "-": dlock run -- -name -- CMD.
+--kind fair: first come, first served across machines; read/write: the two sides of a read-write
+lock (readers share). Several names: all of them at once or none (reentrant locks taken in one
+global order, never deadlocking); DLOCK_FENCE is then the first name's token and DLOCK_FENCES
+lists "NAME=FENCE" for every name, separated by spaces.
 
 Examples:
   dlock run report -- ./report.sh
   dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
+  dlock run --kind write catalog -- ./import.sh
+  dlock run accounts ledger -- ./transfer.sh
   */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
   run_cmd
       ->add_option("--wait", wait_text,
@@ -240,7 +250,10 @@ Examples:
       ->add_option("--grace", grace_text,
                    "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
       ->type_name("DUR");
-  run_cmd->add_option("--kind", run_opts.kind, "reentrant (Redisson layout, default) or simple")
+  run_cmd
+      ->add_option("--kind", run_opts.kind,
+                   "reentrant (Redisson layout, default), simple, fair, read or write (the two "
+                   "sides of a read-write lock)")
       ->type_name("KIND");
   run_cmd
       ->add_option("--lost-exit-code", run_opts.lost_exit_code,
@@ -253,19 +266,27 @@ Examples:
                    "A grant counts only once N replicas acknowledged it (WAIT); otherwise it is "
                    "undone and retried within --wait, then exit 75")
       ->type_name("N");
-  run_cmd->add_option("name", run_opts.name, "Lock name")->required();
+  run_cmd->add_option("name", run_opts.names, "Lock name; several: all of them (a multi-lock)")
+      ->required();
+
+  sem_options sem_opts;
+  add_sem_command(app, sem_opts);
 
   std::string status_name;
   bool status_json = false;
   auto* status_cmd =
-      app.add_subcommand("status", "Show a lock: kind, holders, TTL, fence, waiters");
+      app.add_subcommand("status", "Show a lock or semaphore: kind, holders, TTL, fence, waiters");
   status_cmd->add_option("name", status_name, "Lock name")->required();
   status_cmd->add_flag("--json", status_json, "Print JSON (schema: docs/cli.md)");
-  status_cmd->footer("\nExamples:\n  dlock status nightly-report\n  dlock status deploy --json");
+  status_cmd->footer(
+      "\nKinds: reentrant, simple, fair (and its queue), read-write (and its mode), leased "
+      "semaphore (free and leased permits), semaphore or latch (a bare count), free.\n"
+      "Examples:\n  dlock status nightly-report\n  dlock status deploy --json");
 
   std::string pattern = "*";
   bool ls_json = false;
-  auto* ls_cmd = app.add_subcommand("ls", "List locks (SCAN, never KEYS) with status columns");
+  auto* ls_cmd =
+      app.add_subcommand("ls", "List locks and semaphores (SCAN, never KEYS) with status columns");
   ls_cmd->add_option("pattern", pattern, "Glob on lock names (default *)");
   ls_cmd->add_flag("--json", ls_json, "Print JSON (schema: docs/cli.md)");
   ls_cmd->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json");
@@ -393,11 +414,6 @@ Examples:
       throw failure(exit_usage, "run: missing '--' before the command (dlock run NAME -- CMD)");
     }
     if (split.command.empty()) throw failure(exit_usage, "run: no command after '--'");
-    if (run_opts.kind != "reentrant" && run_opts.kind != "simple") {
-      throw failure(exit_usage,
-                    "run: --kind must be reentrant or simple (fair, read and write "
-                    "are reserved for a later version)");
-    }
     run_opts.target = resolve_target(target);
     if (run_opts.replicas < 0) throw failure(exit_usage, "run: --replicas must not be negative");
     run_opts.target.min_replica_acks = run_opts.replicas;
@@ -410,7 +426,8 @@ Examples:
     }
     return run(run_opts);
   }
-  if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for dlock run");
+  if (*sem_opts.cmd) return sem(sem_opts, target, split.command, split.has_separator);
+  if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for run and sem");
   if (*status_cmd) return status(resolve_target(target), status_name, status_json);
   if (*ls_cmd) return list(resolve_target(target), pattern, ls_json);
   if (*unlock_cmd) return force_unlock(resolve_target(target), unlock_name, unlock_kind);

@@ -1,4 +1,6 @@
-// dlock run: hold a lock while a command, and everything it starts, runs.
+// dlock run: hold a lock while a command, and everything it starts, runs. run_holding is the
+// machinery, whatever is held (a lock of any kind, the locks of a multi-lock, a semaphore's
+// permit for dlock sem); run() chooses the lock and what the command is told.
 //
 // The handled signals are blocked in every thread (before the client's I/O thread exists, so it
 // inherits the mask) and read from a signalfd in the main loop, together with a pipe on which
@@ -14,14 +16,18 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "cli.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "embedded/process.hpp"
 #include "process_tree.hpp"
 
@@ -51,7 +57,7 @@ class fd {
 struct events {
   std::mutex mutex;
   int write_end = -1;
-  std::optional<acquire_result> acquired;
+  std::optional<grant_result> acquired;
   std::optional<lease_lost_reason> lost;
 
   void notify() {
@@ -73,6 +79,30 @@ std::string reason_text(lease_lost_reason r) {
 std::string describe(std::chrono::milliseconds d) {
   if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "s";
   return std::to_string(d.count()) + "ms";
+}
+
+// One grant's leases, judged as one: valid while every lease is, lost when any is.
+bool all_valid(const std::vector<lease>& leases) {
+  return std::all_of(leases.begin(), leases.end(), [](const lease& l) { return l.valid(); });
+}
+
+steady::time_point valid_until(const std::vector<lease>& leases) {
+  auto until = steady::time_point::max();
+  for (const auto& l : leases)
+    until = std::min(until, l.valid_until());
+  return until;
+}
+
+// Releases every lease, last taken first; the worst outcome counts (a hold found lost over one
+// that could not be confirmed over a confirmed one).
+release_outcome release_all(std::vector<lease>& leases) {
+  auto worst = release_outcome::released;
+  while (!leases.empty()) {
+    const auto o = leases.back().release_checked();
+    leases.pop_back();
+    if (o == release_outcome::not_held || worst == release_outcome::released) worst = o;
+  }
+  return worst;
 }
 
 // Connects, retrying what is temporary (a server restarting, unreachable for a moment) until
@@ -106,7 +136,7 @@ dlock::client connect_until(const client_options& options, steady::time_point de
 
 }  // namespace
 
-int run(const run_args& args) {
+int run_holding(const run_args& args, const holding_plan& plan) {
   // Before any child exists: orphans of the command's tree must come to us.
   try {
     become_subreaper();
@@ -147,20 +177,15 @@ int run(const run_args& args) {
     ev->lost = r;
     ev->notify();
   };
-  auto on_acquired = [ev](acquire_result r) {
+  plan.acquire(c, wait, std::move(lo), [ev](grant_result r) {
     std::lock_guard lock(ev->mutex);
     ev->acquired = std::move(r);
     ev->notify();
-  };
-  if (args.kind == "simple") {
-    c.simple(args.name).acquire_async(wait, on_acquired, lo);
-  } else {
-    c.reentrant(args.name).acquire_async(wait, on_acquired, lo);
-  }
+  });
 
   std::optional<embedded::child_process> child;
   pid_t child_pid = -1;
-  lease held;
+  std::vector<lease> held;    // every lease of the grant
   std::optional<int> status;  // the command's, once it has exited
   bool told_of_leftovers = false;
   bool killing = false;
@@ -193,34 +218,30 @@ int run(const run_args& args) {
         lock.unlock();
         if (result.error) {
           std::string message = result.message;
+          if (const auto generic = ": " + result.error.message();
+              message.size() > generic.size() && message.ends_with(generic)) {
+            message.resize(message.size() - generic.size());  // as message_of does
+          }
           if (result.error == errc::read_only) {
             message += " (the URL names a replica; locks need the master)";
           }
           throw failure(exit_code_for(dlock::error(result.error, "")), message);
         }
-        held = std::move(result.held);
-        if (!held) {
-          const auto masters = args.target.redlock.masters.size();
+        held = std::move(result.leases);
+        if (held.empty()) {
           throw failure(exit_not_acquired,
-                        args.name +
-                            (masters > 0 ? " was not granted by a majority of the " +
-                                               std::to_string(masters) +
-                                               " RedLock masters (held, or masters unreachable)"
-                                         : " is held by someone else") +
-                            (args.wait && args.wait->count() > 0
-                                 ? "; not acquired within " + describe(*args.wait)
-                                 : ""));
+                        plan.busy + (args.wait && args.wait->count() > 0
+                                         ? "; not acquired within " + describe(*args.wait)
+                                         : ""));
         }
         // The command dies with dlock (PR_SET_PDEATHSIG): if dlock is killed, the lease
         // lapses, and the command must not go on without the lock.
         try {
-          child.emplace(args.command, embedded::spawn_options{
-                                          .env = {"DLOCK_NAME=" + args.name,
-                                                  "DLOCK_FENCE=" + std::to_string(held.fence())},
-                                          .signal_mask = &original});
+          child.emplace(args.command, embedded::spawn_options{.env = plan.environment(held),
+                                                              .signal_mask = &original});
           child_pid = child->pid();
         } catch (const embedded::spawn_error& e) {
-          held.release();
+          release_all(held);
           throw failure(e.code().value() == ENOENT ? exit_command_not_found : exit_cannot_execute,
                         e.what());
         }
@@ -229,7 +250,7 @@ int run(const run_args& args) {
       if (child_pid > 0 && ev->lost && !lost) {
         lost = ev->lost;
         lock.unlock();
-        std::cerr << "dlock: lost the lock " << args.name << ": " << reason_text(*lost)
+        std::cerr << "dlock: lost " << plan.what << ": " << reason_text(*lost)
                   << "; stopping the command and everything it started (SIGTERM, SIGKILL after "
                   << describe(args.grace) << ")" << std::endl;
         signal_descendants(SIGTERM);
@@ -247,7 +268,7 @@ int run(const run_args& args) {
           // Still waiting for the lock: give up at once. The pending acquisition keeps the
           // client's I/O thread busy, so leave without running destructors; a grant that races
           // with this is released by the lease's expiry.
-          std::cerr << "dlock: interrupted while waiting for " << args.name << std::endl;
+          std::cerr << "dlock: interrupted while waiting for " << plan.what << std::endl;
           std::_Exit(128 + sig);
         }
         // A terminal's signal already reached the whole foreground group, the command
@@ -268,7 +289,7 @@ int run(const run_args& args) {
     if (!none_left) {
       if (!told_of_leftovers) {
         told_of_leftovers = true;
-        std::cerr << "dlock: the command exited (status " << *status << "); holding " << args.name
+        std::cerr << "dlock: the command exited (status " << *status << "); holding " << plan.what
                   << " until the " << descendants().size()
                   << " process(es) it left running have exited too" << std::endl;
       }
@@ -280,11 +301,11 @@ int run(const run_args& args) {
       std::lock_guard lock(ev->mutex);
       if (ev->lost) lost = ev->lost;
     }
-    if (!lost && !held.valid()) lost = lease_lost_reason::expired;  // dlock itself was paused
-    const auto valid_until = held.valid_until();
-    const auto outcome = held.release_checked();
+    if (!lost && !all_valid(held)) lost = lease_lost_reason::expired;  // dlock itself was paused
+    const auto until = valid_until(held);
+    const auto outcome = release_all(held);
     if (lost) {
-      std::cerr << "dlock: the lock " << args.name
+      std::cerr << "dlock: " << plan.what
                 << " was lost while the command ran: " << reason_text(*lost) << std::endl;
       return args.lost_exit_code;
     }
@@ -292,24 +313,155 @@ int run(const run_args& args) {
       case release_outcome::released:
         return *status;
       case release_outcome::not_held:
-        std::cerr << "dlock: the lock " << args.name
+        std::cerr << "dlock: " << plan.what
                   << " was no longer held when the command ended: it was lost while it ran"
                   << std::endl;
         return args.lost_exit_code;
       case release_outcome::unconfirmed:
-        if (steady::now() >= valid_until) {
-          std::cerr << "dlock: could not confirm the release of " << args.name
+        if (steady::now() >= until) {
+          std::cerr << "dlock: could not confirm the release of " << plan.what
                     << ", and its lease has run out: it may have been lost while the command ran"
                     << std::endl;
           return args.lost_exit_code;
         }
-        std::cerr << "dlock: warning: could not confirm the release of " << args.name
+        std::cerr << "dlock: warning: could not confirm the release of " << plan.what
                   << "; it was held throughout and expires within " << describe(args.ttl)
                   << std::endl;
         return *status;
     }
     return *status;
   }
+}
+
+namespace {
+
+// A multi-lock's acquisition blocks, so it waits on a thread of its own, which reports as an
+// asynchronous acquisition does. What it holds of the client goes before it reports: after
+// that, run_holding may return and the process exit.
+void acquire_multi(dlock::multi_lock m, std::chrono::milliseconds wait, lease_options options,
+                   std::function<void(grant_result)> done) {
+  std::thread([m = std::optional(std::move(m)), wait, o = std::optional(std::move(options)),
+               done = std::move(done)]() mutable {
+    grant_result g;
+    try {
+      auto all =
+          wait == std::chrono::milliseconds::max() ? m->acquire(*o) : m->try_acquire_for(wait, *o);
+      // A multi_lease shows its holds read-only; this one is ours (not const), so its holds are
+      // taken over, one lease per name, and it is left holding nothing.
+      g.leases = all.take();
+    } catch (const dlock::error& e) {
+      g.error = e.code();
+      g.message = message_of(e);
+    } catch (const std::exception& e) {
+      g.error = make_error_code(errc::unexpected_reply);
+      g.message = e.what();
+    }
+    m.reset();
+    o.reset();
+    done(std::move(g));
+  }).detach();
+}
+
+// The names once each, in the order given.
+std::vector<std::string> distinct(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// DLOCK_NAME and DLOCK_FENCE for the first name, DLOCK_FENCES "NAME=FENCE ..." for all of them.
+std::vector<std::string> run_environment(const std::vector<std::string>& names,
+                                         const std::vector<lease>& leases) {
+  const auto fence_of = [&](const std::string& name) -> std::uint64_t {
+    if (leases.size() == 1) return leases.front().fence();
+    for (const auto& l : leases) {
+      if (l.name() == name) return l.fence();
+    }
+    return 0;
+  };
+  std::string fences;
+  for (const auto& n : names)
+    fences += (fences.empty() ? "" : " ") + n + "=" + std::to_string(fence_of(n));
+  return {"DLOCK_NAME=" + names.front(), "DLOCK_FENCE=" + std::to_string(fence_of(names.front())),
+          "DLOCK_FENCES=" + fences};
+}
+
+}  // namespace
+
+void acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait, lease_options options,
+                   std::function<void(grant_result)> done) {
+  lock.acquire_async(
+      wait,
+      [done = std::move(done)](acquire_result r) {
+        grant_result g;
+        if (r.held) g.leases.push_back(std::move(r.held));
+        g.error = r.error;
+        g.message = std::move(r.message);
+        done(std::move(g));
+      },
+      std::move(options));
+}
+
+int run(const run_args& args) {
+  const auto& kind = args.kind;
+  if (kind != "reentrant" && kind != "simple" && kind != "fair" && kind != "read" &&
+      kind != "write") {
+    throw failure(exit_usage, "run: --kind must be reentrant, simple, fair, read or write");
+  }
+  const auto names = distinct(args.names);
+  if (names.empty()) throw failure(exit_usage, "run: no lock name (dlock run NAME -- CMD)");
+  const bool multi = names.size() > 1;
+  if (multi && kind != "reentrant") {
+    throw failure(exit_usage,
+                  "run: several names are taken as one multi-lock, which only "
+                  "--kind reentrant (the default) can be, not " +
+                      kind);
+  }
+  holding_plan plan;
+  const auto masters = args.target.redlock.masters.size();
+  if (multi) {
+    plan.what = "the locks " + joined(names);
+    plan.busy = plan.what + (masters > 0 ? " were not all granted by a majority of the " +
+                                               std::to_string(masters) +
+                                               " RedLock masters (held, or masters unreachable)"
+                                         : " are not all free (held by someone else)");
+  } else {
+    const std::string side = kind == "fair"    ? "fair lock "
+                             : kind == "read"  ? "read lock "
+                             : kind == "write" ? "write lock "
+                                               : "lock ";
+    plan.what = "the " + side + names.front();
+    plan.busy = names.front() +
+                (masters > 0 ? " was not granted by a majority of the " + std::to_string(masters) +
+                                   " RedLock masters (held, or masters unreachable)"
+                             : " is held by someone else");
+  }
+  plan.acquire = [names, kind](const dlock::client& c, std::chrono::milliseconds wait,
+                               lease_options o, std::function<void(grant_result)> done) {
+    const auto& n = names.front();
+    if (names.size() > 1) return acquire_multi(c.multi(names), wait, std::move(o), std::move(done));
+    const auto go = [&](dlock::basic_lock lock) {
+      acquire_lease(lock, wait, std::move(o), std::move(done));
+    };
+    if (kind == "simple") return go(c.simple(n));
+    if (kind == "fair") return go(c.fair(n));
+    if (kind == "read") return go(c.read_write(n).read());
+    if (kind == "write") return go(c.read_write(n).write());
+    go(c.reentrant(n));
+  };
+  plan.environment = [names](const std::vector<lease>& leases) {
+    return run_environment(names, leases);
+  };
+  return run_holding(args, plan);
 }
 
 }  // namespace dlock::cli

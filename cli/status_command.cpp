@@ -1,4 +1,6 @@
-// dlock status, ls and unlock --force: looking at locks from the outside.
+// dlock status, ls and unlock --force: looking at locks (and the other kinds: fair and
+// read-write locks, semaphores) from the outside. A name's kind is recognised from its keys:
+// the name's own key judged by lock_info, refined by the keys the other kinds keep beside it.
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -11,7 +13,9 @@
 #include "display.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "dlock/redis/client.hpp"
+#include "dlock/semaphore.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -42,31 +46,133 @@ std::string ttl_text(const std::optional<std::chrono::milliseconds>& ttl) {
   return buf;
 }
 
-// The kind column: a key that is not a lock says what it holds instead.
-std::string kind_text(const lock_info& info) {
-  if (info.type != lock_type::other) return kind_name(info.type);
-  return "not a lock: " + info.content;
+// What a name holds, as `status` and `ls` show it: the lock snapshot, and what the other kinds
+// add to it.
+struct shown {
+  lock_info info;
+  std::string kind;                       // the JSON kind (docs/cli.md)
+  std::string mode;                       // read-write: "read" or "write"
+  std::optional<semaphore_info> permits;  // leased semaphore
+  std::optional<std::int64_t> count;      // semaphore or latch: the integer the name holds
+};
+
+// A key derived by Redisson's suffix rule: NAME:suffix if NAME holds a '{', else {NAME}:suffix.
+std::string suffixed(const std::string& name, const std::string& suffix) {
+  return (name.find('{') != std::string::npos ? name : "{" + name + "}") + ":" + suffix;
 }
 
-// The documented JSON form of one lock (docs/cli.md).
-nlohmann::json to_json(const std::string& name, const lock_info& info) {
+std::optional<std::int64_t> integer_of(const std::string& text) {
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  std::size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return std::nullopt;
+  for (std::size_t k = i; k < text.size(); ++k) {
+    if (text[k] < '0' || text[k] > '9') return std::nullopt;
+  }
+  return std::stoll(text);
+}
+
+// Recognises the kind from the keys (docs/cli.md): a hash with a `mode` field is a read-write
+// lock; a hash (or nothing) beside a `redisson_lock_queue:{NAME}` list is a fair lock; a string
+// holding an integer is a leased semaphore when its `{NAME}:timeout` zset exists, else a
+// semaphore or a latch (Redisson keeps both as a bare count) unless it has an expiry, which
+// only a lock's token has. RedLock keeps mutexes only: its snapshot is taken across masters.
+shown describe(const dlock::client& c, const std::string& name) {
+  shown s;
+  const auto snapshot = [&] { return c.reentrant(name).info(); };
+  if (!c.options().redlock.masters.empty()) {
+    s.info = snapshot();
+  } else if (const auto type = c.command(name, {"TYPE", name}).str();
+             type == "hash" || type == "none") {
+    const auto mode = type == "hash" ? c.command(name, {"HGET", name, "mode"}) : reply();
+    const auto queue = derived_key("redisson_lock_queue", name);
+    if (!mode.is_nil() && (mode.str() == "read" || mode.str() == "write")) {
+      s.info = c.read_write(name).read().info();  // its waiters listen on redisson_rwlock:{NAME}
+      if (s.info.type == lock_type::reentrant) {
+        s.info.type = lock_type::read_write;
+        s.mode = mode.str();
+      }
+    } else if (c.command(queue, {"EXISTS", queue}).integer() == 1) {
+      s.info = c.fair(name).info();  // its queue; the lock itself may be free a moment
+      if (s.info.type == lock_type::none) s.kind = "fair";
+    } else {
+      s.info = snapshot();
+    }
+  } else if (const auto value =
+                 type == "string" ? integer_of(c.command(name, {"GETRANGE", name, "0", "20"}).str())
+                                  : std::nullopt) {
+    s.info = snapshot();  // the key's TTL and the fencing counter
+    const auto timeout = suffixed(name, "timeout");
+    if (c.command(timeout, {"TYPE", timeout}).str() == "zset") {
+      s.permits = c.leased_semaphore(name).info();
+      s.kind = "leased-semaphore";
+    } else if (s.info.ttl == std::chrono::milliseconds::max()) {
+      s.permits = c.semaphore(name).info();
+      s.count = *value;
+      s.kind = "semaphore-or-latch";
+    }
+    if (s.permits) {
+      s.info.holders.clear();
+      s.info.waiters = s.permits->waiters;
+    }
+  } else {
+    s.info = snapshot();
+  }
+  if (s.kind.empty()) s.kind = kind_name(s.info.type);
+  return s;
+}
+
+bool locked(const shown& s) {
+  if (s.kind == "leased-semaphore") return !s.permits->leased.empty();
+  if (s.kind == "semaphore-or-latch") return false;
+  return s.info.type != lock_type::none && s.info.type != lock_type::other;
+}
+
+// The kind column: a key that is not a lock says what it holds instead.
+std::string kind_text(const shown& s) {
+  if (s.info.type == lock_type::other && !s.permits) return "not a lock: " + s.info.content;
+  if (s.kind == "leased-semaphore") return "leased semaphore";
+  if (s.count) return "semaphore or latch (count " + std::to_string(*s.count) + ")";
+  return s.kind;
+}
+
+nlohmann::json owner_json(const std::string& owner) {
+  nlohmann::json o = nlohmann::json::object();
+  set_text(o, "owner", owner);
+  return o;
+}
+
+nlohmann::json ttl_json(std::chrono::milliseconds ttl) {
+  return ttl == std::chrono::milliseconds::max() ? -1 : ttl.count();
+}
+
+// The documented JSON form of one name (docs/cli.md).
+nlohmann::json to_json(const std::string& name, const shown& s) {
+  const auto& info = s.info;
   nlohmann::json holders = nlohmann::json::array();
   for (const auto& h : info.holders) {
-    nlohmann::json holder{{"holds", h.holds}};
-    set_text(holder, "owner", h.owner);
+    auto holder = owner_json(h.owner);
+    holder["holds"] = h.holds;
     holders.push_back(std::move(holder));
   }
   nlohmann::json ttl = nullptr;
-  if (info.ttl) ttl = *info.ttl == std::chrono::milliseconds::max() ? -1 : info.ttl->count();
-  nlohmann::json out{
-      {"kind", kind_name(info.type)},
-      {"locked", info.type != lock_type::none && info.type != lock_type::other},
-      {"holders", holders},
-      {"ttl_ms", ttl},
-      {"fence", info.fence},
-      {"waiters", info.waiters}};
+  if (info.ttl) ttl = ttl_json(*info.ttl);
+  nlohmann::json out{{"kind", s.kind}, {"locked", locked(s)}, {"holders", holders},
+                     {"ttl_ms", ttl},  {"fence", info.fence}, {"waiters", info.waiters}};
   set_text(out, "name", name);
-  if (info.type == lock_type::other) out["content"] = info.content;
+  if (info.type == lock_type::other && !s.permits) out["content"] = info.content;
+  if (s.kind == "fair") {
+    out["queue"] = nlohmann::json::array();
+    for (const auto& owner : info.queue)
+      out["queue"].push_back(owner_json(owner));
+  }
+  if (!s.mode.empty()) out["mode"] = s.mode;
+  if (s.count) out["count"] = *s.count;
+  if (s.kind == "leased-semaphore") {
+    out["available"] = s.permits->available;
+    out["permits"] = nlohmann::json::array();
+    for (const auto& [id, left] : s.permits->leased)
+      out["permits"].push_back({{"id", id}, {"ttl_ms", ttl_json(left)}});
+  }
   return out;
 }
 
@@ -78,6 +184,34 @@ std::string holders_text(const lock_info& info) {
     out +=
         escaped(h.owner) + " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
   }
+  return out;
+}
+
+std::string queue_text(const lock_info& info) {
+  if (info.queue.empty()) return "-";
+  std::string out;
+  for (const auto& owner : info.queue)
+    out += (out.empty() ? "" : ", ") + escaped(owner);
+  return out;
+}
+
+// A leased semaphore's permits: "2 free, 1 leased: ID (ttl 29.0s)".
+std::string permits_text(const semaphore_info& p) {
+  std::string out =
+      std::to_string(p.available) + " free, " + std::to_string(p.leased.size()) + " leased";
+  for (std::size_t i = 0; i < p.leased.size(); ++i) {
+    out +=
+        (i == 0 ? ": " : ", ") + p.leased[i].first + " (ttl " + ttl_text(p.leased[i].second) + ")";
+  }
+  return out;
+}
+
+// The HOLDERS column of `ls`: holders, and what the kind adds.
+std::string details_text(const shown& s) {
+  if (s.kind == "leased-semaphore") return permits_text(*s.permits);
+  std::string out = holders_text(s.info);
+  if (!s.mode.empty()) out = s.mode + ": " + out;
+  if (s.kind == "fair") out += "; queue: " + queue_text(s.info);
   return out;
 }
 
@@ -118,15 +252,22 @@ std::vector<std::string> scan_lock_names(redis_client& redis) {
 
 int status(const client_options& target, const std::string& name, bool json) {
   const auto c = connect_to(target);
-  const auto info = c.reentrant(name).info();
+  const auto s = describe(c, name);
+  const auto& info = s.info;
   if (json) {
-    std::cout << to_json(name, info).dump() << "\n";
+    std::cout << to_json(name, s).dump() << "\n";
     return exit_ok;
   }
   std::cout << "lock     " << escaped(name) << "\n"
-            << "kind     " << kind_text(info) << "\n"
-            << "holders  " << holders_text(info) << "\n"
-            << "ttl      " << ttl_text(info.ttl) << "\n"
+            << "kind     " << kind_text(s) << "\n";
+  if (!s.mode.empty()) std::cout << "mode     " << s.mode << "\n";
+  if (s.kind == "leased-semaphore") {
+    std::cout << "permits  " << permits_text(*s.permits) << "\n";
+  } else {
+    std::cout << "holders  " << holders_text(info) << "\n";
+  }
+  if (s.kind == "fair") std::cout << "queue    " << queue_text(info) << "\n";
+  std::cout << "ttl      " << ttl_text(info.ttl) << "\n"
             << "fence    " << info.fence << "\n"
             << "waiters  " << info.waiters << "\n";
   return exit_ok;
@@ -135,7 +276,7 @@ int status(const client_options& target, const std::string& name, bool json) {
 int list(const client_options& target, const std::string& pattern, bool json) {
   const auto c = connect_to(target);
   nlohmann::json all = nlohmann::json::array();
-  std::vector<std::pair<std::string, lock_info>> rows;
+  std::vector<std::pair<std::string, shown>> rows;
   std::vector<std::string> names;
   // RedLock keeps every lock on every master: a master that is down hides nothing, and each
   // name is listed once.
@@ -157,7 +298,7 @@ int list(const client_options& target, const std::string& pattern, bool json) {
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const auto& name : names) {
     if (::fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
-    rows.emplace_back(name, c.reentrant(name).info());
+    rows.emplace_back(name, describe(c, name));
   }
   if (json) {
     for (const auto& [name, info] : rows)
@@ -165,16 +306,18 @@ int list(const client_options& target, const std::string& pattern, bool json) {
     std::cout << nlohmann::json{{"locks", all}}.dump() << "\n";
     return exit_ok;
   }
-  std::size_t width = 4;
-  for (const auto& [name, info] : rows)
+  std::size_t width = 4, kind_width = 9;
+  for (const auto& [name, s] : rows) {
     width = std::max(width, escaped(name).size());
-  std::printf("%-*s  %-9s  %-9s  %16s  %7s  %s\n", static_cast<int>(width), "NAME", "KIND", "TTL",
-              "FENCE", "WAITERS", "HOLDERS");
-  for (const auto& [name, info] : rows) {
-    std::printf("%-*s  %-9s  %-9s  %16llu  %7lld  %s\n", static_cast<int>(width),
-                escaped(name).c_str(), kind_text(info).c_str(), ttl_text(info.ttl).c_str(),
-                static_cast<unsigned long long>(info.fence), static_cast<long long>(info.waiters),
-                holders_text(info).c_str());
+    kind_width = std::max(kind_width, kind_text(s).size());
+  }
+  std::printf("%-*s  %-*s  %-9s  %16s  %7s  %s\n", static_cast<int>(width), "NAME",
+              static_cast<int>(kind_width), "KIND", "TTL", "FENCE", "WAITERS", "HOLDERS");
+  for (const auto& [name, s] : rows) {
+    std::printf("%-*s  %-*s  %-9s  %16llu  %7lld  %s\n", static_cast<int>(width),
+                escaped(name).c_str(), static_cast<int>(kind_width), kind_text(s).c_str(),
+                ttl_text(s.info.ttl).c_str(), static_cast<unsigned long long>(s.info.fence),
+                static_cast<long long>(s.info.waiters), details_text(s).c_str());
   }
   return exit_ok;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlock/lease.hpp"
@@ -31,6 +32,8 @@ class DLOCK_API multi_lease {
   std::uint64_t fence(const std::string& name) const noexcept;
   /// Releases every hold; true if the server confirmed them all. Never throws.
   bool release() noexcept;
+  /// Hands the holds over to the caller (in name order), leaving this object empty.
+  std::vector<lease> take() noexcept { return std::exchange(holds_, {}); }
 
  private:
   std::vector<lease> holds_;

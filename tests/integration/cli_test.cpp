@@ -31,7 +31,7 @@ TEST_F(Cli, UsageErrorsExit64WithOneLine) {
       {"--url", "http://nope", "run", "n", "--", "true"},
       {"--url", url(), "run", "n", "true"},  // missing --
       {"--url", url(), "run", "n", "--"},    // nothing to run
-      {"--url", url(), "run", "--kind", "fair", "n", "--", "true"},
+      {"--url", url(), "run", "--kind", "fair", "n", "m", "--", "true"},  // one name only
       {"--url", url(), "--url", url(), "run", "n", "--", "true"},  // RedLock: reserved
       {"--url", url(), "unlock", "n"},                             // --force required
       {"--url", url(), "status"},
