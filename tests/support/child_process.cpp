@@ -6,4 +6,8 @@ std::string worker_path() {
   return DLOCK_TEST_WORKER;
 }
 
+std::string sync_worker_path() {
+  return DLOCK_TEST_SYNC_WORKER;
+}
+
 }  // namespace dlock::testing

@@ -15,4 +15,7 @@ inline const embedded::spawn_options captured{.capture_stdout = true};
 /// Path of the multi-process test worker binary.
 std::string worker_path();
 
+/// Path of the synchronizers' multi-process test worker (tests/worker/sync_worker.cpp).
+std::string sync_worker_path();
+
 }  // namespace dlock::testing

@@ -1,11 +1,19 @@
--- Give back leased permits by their ids: only permits still held under those ids come back; an
--- id that is not held (released already, expired, forged) changes nothing.
+-- Give back leased permits by their ids: only permits still held within their lease under those
+-- ids come back. An id that is not held (released already, forged) or whose lease ran out
+-- changes nothing: an expired permit is the next acquisition's to reclaim.
 -- KEYS[1] free-permit count     KEYS[2] permits taken      KEYS[3] channel
 -- ARGV[1] ids, 16 bytes each, concatenated     ARGV[2] 'publish', 'spublish' or ''
--- Returns nil if none of the ids was held, else 1 + the subscribers told.
+-- Returns nil if none of the ids was held within its lease, else 1 + the subscribers told.
+--#include _clock
+local now = server_now_ms()
 local returned = 0
 for i = 1, #ARGV[1], 16 do
-  returned = returned + redis.call('zrem', KEYS[2], string.sub(ARGV[1], i, i + 15))
+  local id = string.sub(ARGV[1], i, i + 15)
+  local expiry = redis.call('zscore', KEYS[2], id)
+  if expiry and tonumber(expiry) > now then
+    redis.call('zrem', KEYS[2], id)
+    returned = returned + 1
+  end
 end
 if returned == 0 then
   return nil
