@@ -4,7 +4,9 @@
 // waiters) are in synchronizers_multiprocess_test.cpp.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "dlock/dlock.hpp"
@@ -69,6 +71,56 @@ TEST_F(Synchronizers, FairLockGrantsInArrivalOrderAndWakesOnlyTheNext) {
   ASSERT_TRUE(third);
   EXPECT_EQ(lock.queue().size(), 0u);
   third.release();
+}
+
+// Lock traffic only: the scripts dlock sends, and (un)subscriptions (not the scripts' inner
+// commands, which commandstats also lists, nor the connection handshake).
+std::int64_t lock_commands(raw_redis& raw) {
+  std::istringstream info(raw({"INFO", "commandstats"}).str());
+  std::int64_t total = 0;
+  for (std::string line; std::getline(info, line);) {
+    for (const char* name : {"evalsha", "eval", "subscribe", "unsubscribe"}) {
+      const std::string prefix = std::string("cmdstat_") + name + ":calls=";
+      if (line.rfind(prefix, 0) == 0) total += std::stoll(line.substr(prefix.size()));
+    }
+  }
+  return total;
+}
+
+TEST_F(Synchronizers, AFairHandOffAcrossEightClientsCostsThreeCommandsPerAcquisition) {
+  constexpr int workers = 8, rounds = 100;
+  std::vector<client> clients;
+  for (int i = 0; i < workers; ++i)
+    clients.push_back(make_client());
+  raw_redis raw(server().port());
+  std::atomic<int> warmed{0};
+  std::atomic<bool> measuring{false};
+  std::int64_t before = 0;
+  std::vector<std::thread> threads;
+  for (auto& c : clients) {
+    threads.emplace_back([&, lock = c.fair(key("handoff"))]() mutable {
+      // One round each to subscribe once, then the measured rounds.
+      lock.acquire().release();
+      if (++warmed == workers) {
+        before = lock_commands(raw);
+        measuring = true;
+      }
+      while (!measuring)
+        std::this_thread::yield();
+      for (int i = 0; i < rounds; ++i)
+        ASSERT_TRUE(lock.acquire().release());
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  const auto per_acquisition =
+      static_cast<double>(lock_commands(raw) - before) / (workers * rounds);
+  // The attempt that queues, the attempt when woken, the release: 3 (fewer when a grant comes
+  // at once); the release wakes only the next waiter, never the other six. A wake-up that
+  // arrives while the waiter's own attempt is still on its way costs one more attempt, rarely
+  // (about 1 in 800 acquisitions here): 2 % allowed for it.
+  EXPECT_LE(per_acquisition, 3.06);
+  EXPECT_GT(per_acquisition, 1.5) << "the hand-off was contended";
 }
 
 TEST_F(Synchronizers, AFairWaiterThatGivesUpLeavesTheQueue) {
