@@ -131,6 +131,22 @@ void add_sem_command(CLI::App& app, sem_options& options);
 /// Runs `dlock sem` once parsed: `command` is what followed the `--` (`has_separator`).
 int sem(const sem_options& options, const target_flags& target,
         const std::vector<std::string>& command, bool has_separator);
+/// `dlock latch`'s operands and options: registered on the app by `add_latch_command`, run by
+/// `latch` after parsing (cli/latch_command.cpp).
+struct latch_options {
+  CLI::App* cmd = nullptr;
+  std::string name;
+  std::string action;                 // set, down or wait
+  std::vector<std::string> operands;  // what follows the action: set's count
+  std::string wait_text;              // wait's --wait; empty: forever
+};
+void add_latch_command(CLI::App& app, latch_options& options);
+/// Runs `dlock latch NAME set N | down | wait [--wait DUR]` and returns its exit status: 0 (set:
+/// it was set; down: the count after it printed; wait: the count is 0), 1 (set: the latch
+/// exists), 75 (wait: not 0 within --wait); throws `failure(exit_usage)` for bad operands and
+/// dlock::error for the server's refusals.
+int latch(const dlock::client_options& target, const std::string& name, const std::string& action,
+          const std::vector<std::string>& operands, const std::string& wait_text);
 int status(const dlock::client_options& target, const std::string& name, bool json);
 /// Lists the locks on every master (all of a cluster's).
 int list(const dlock::client_options& target, const std::string& pattern, bool json);

@@ -110,6 +110,7 @@ Examples:
   dlock run --kind read catalog -- ./export.sh        readers share, --kind write excludes them
   dlock run accounts ledger -- ./transfer.sh          both locks, all or nothing, no deadlock
   dlock sem encoders --permits 4 -- ./encode.sh       at most 4 at once
+  dlock latch batch-7 wait --wait 1h                  until `dlock latch batch-7 down` ran N times
   dlock status nightly-report --json
   dlock ls 'deploy*'
   dlock unlock --force nightly-report
@@ -124,11 +125,12 @@ The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
 Options before the subcommand or after it, anywhere before "--". A name that starts with "-"
 comes after "--" (dlock status -- -x; dlock run -- -x -- CMD).
 
-Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it),
-  64 usage error, 65 the name holds something that is not a lock, 69 server unreachable (or a
-  replica, or still loading when --wait ran out), 70 internal error, 75 lock (sem: permit) not
-  acquired within --wait, 76 lock (permit) lost while the command ran (--lost-exit-code), 77
-  credentials refused or the ACL forbids a command, 126/127 command not runnable.)";
+Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it), 1 latch set:
+  the latch exists, 64 usage error, 65 the name holds something that is not a lock, 69 server
+  unreachable (or a replica, or still loading when --wait ran out), 70 internal error, 75 lock
+  (sem: permit) not acquired within --wait (latch wait: the count not 0), 76 lock (permit) lost
+  while the command ran (--lost-exit-code), 77 credentials refused or the ACL forbids a command,
+  126/127 command not runnable.)";
 
 // Options that take a value as the next argument (unless given as --option=value).
 bool takes_value(std::string_view option) {
@@ -271,6 +273,8 @@ Examples:
 
   sem_options sem_opts;
   add_sem_command(app, sem_opts);
+  latch_options latch_opts;
+  add_latch_command(app, latch_opts);
 
   std::string status_name;
   bool status_json = false;
@@ -429,6 +433,10 @@ Examples:
   if (*sem_opts.cmd) return sem(sem_opts, target, split.command, split.has_separator);
   if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for run and sem");
   if (*status_cmd) return status(resolve_target(target), status_name, status_json);
+  if (*latch_opts.cmd) {
+    return latch(resolve_target(target), latch_opts.name, latch_opts.action, latch_opts.operands,
+                 latch_opts.wait_text);
+  }
   if (*ls_cmd) return list(resolve_target(target), pattern, ls_json);
   if (*unlock_cmd) return force_unlock(resolve_target(target), unlock_name, unlock_kind);
   if (*demo_cmd) return demo(self_path(argv[0]));

@@ -26,18 +26,25 @@ struct latch_wait_result {
 
 /// A countdown latch shared by processes: the string `NAME` holds the count; when a count-down
 /// takes it to 0 the key is deleted and `0` is published on
-/// `redisson_countdownlatch__channel__{NAME}`, waking every waiter at once, in dlock and in
-/// Redisson. A latch that does not exist counts as reached (as in Redisson). Waiting is
-/// event-driven (a subscription plus a bounded re-check, `client_options::max_recheck`).
+/// `redisson_countdownlatch__channel__{NAME}` (always braced, as Redisson derives it), waking
+/// every waiter at once, in dlock and in Redisson. A latch that does not exist counts as reached
+/// (as in Redisson). Every change is one script, which refuses a name holding anything but a
+/// count (a list, a hash, a string that is not an integer) with errc::wrong_type and leaves it
+/// as it was. Waiting is event-driven: a subscription to the channel (shared by the client's
+/// waiters on the name), the count read once it is confirmed, a re-check at least every
+/// `client_options::max_recheck`, and the deadline.
 /// Not available over RedLock (errc::invalid_argument). On a cluster, a name holding `{` puts
-/// the channel (always `{NAME}`-tagged, as Redisson derives it) in another slot than the count:
-/// such names are refused there. Cheap to copy. Thread-safe.
+/// the channel in another slot than the count: such names are refused there
+/// (errc::invalid_argument). Cheap to copy. Thread-safe.
 class DLOCK_API countdown_latch {
  public:
+  /// The latch's name: the key that holds its count.
   const std::string& name() const noexcept { return name_; }
-  /// Sets the count to `count` if the latch does not exist. Returns true if it set it.
-  /// Throws errc::invalid_argument for a count < 1, errc::wrong_type if the name holds
-  /// something that is not a count, and the server's errors as `basic_lock::try_acquire` does.
+  /// Sets the count to `count` if the latch does not exist (and publishes Redisson's "new
+  /// count" message). Returns true if it set it, false if the latch exists already.
+  /// Throws errc::invalid_argument for a count < 1 or on the client's I/O thread,
+  /// errc::wrong_type if the name holds something that is not a count, and the server's errors
+  /// as `basic_lock::try_acquire` does.
   bool try_set_count(std::int64_t count);
   /// Counts down by one. At 0 the latch is deleted and every waiter wakes. Counting down a latch
   /// that does not exist does nothing. Throws as `try_set_count`.
@@ -45,17 +52,22 @@ class DLOCK_API countdown_latch {
   /// The count now (0 if the latch does not exist). Throws as `try_set_count`.
   std::int64_t count() const;
   /// Waits up to `wait` for the count to reach 0. Returns true if it did, false if the wait
-  /// ended first (a wait <= 0 checks once). Throws as `try_set_count`; errc::invalid_argument on
-  /// the client's I/O thread.
+  /// ended first (a wait <= 0 checks once). While time remains, what passes (a reconnect, a
+  /// loading server) is waited out. Throws as `try_set_count` for errors waiting cannot fix;
+  /// errc::client_closed if the client closes meanwhile.
   bool wait_for(std::chrono::milliseconds wait) const;
-  /// Waits for as long as it takes.
+  /// Waits for as long as it takes. Throws as `wait_for`.
   void wait() const;
-  /// Asynchronous wait: returns at once; `done` runs on the client's I/O thread when the count
-  /// reaches 0, the wait ends (`milliseconds::max()`: never) or an error occurs. Never throws.
-  /// A pending wait keeps the client open until it ends.
+  /// Asynchronous wait: returns at once; `done` runs once, on the client's I/O thread, when the
+  /// count reaches 0, the wait ends (`milliseconds::max()`: never; <= 0: one check) or an error
+  /// occurs. Never throws; errors, argument errors included, come through `done`. A pending
+  /// wait does not keep the client open: when the client's last handle (client, lock, latch,
+  /// lease) goes, it completes with errc::client_closed. Do not block in `done`.
   void wait_async(std::chrono::milliseconds wait,
                   std::function<void(latch_wait_result)> done) const;
-  /// Deletes the latch, waking waiters (they see it reached). Returns true if it existed.
+  /// Deletes the latch, waking its waiters (they see it reached; Redisson's waiters too, which
+  /// Redisson's own delete leaves waiting). Returns true if it existed. Throws as
+  /// `try_set_count`.
   bool remove();
 
  private:

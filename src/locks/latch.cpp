@@ -1,6 +1,8 @@
 // The countdown latch (Redisson's RCountDownLatch layout): its count under NAME, its channel
-// `redisson_countdownlatch__channel__{NAME}`. Changes are scripts (latch_set.lua,
-// latch_down.lua); a wait is a subscription, a re-check timer and a deadline, on the I/O thread.
+// `redisson_countdownlatch__channel__{NAME}`. Every change and every read is one script
+// (latch_set.lua, latch_down.lua), which refuses a name holding anything but a count. A wait is
+// a subscription, a re-check timer and a deadline on the I/O thread; it does not keep the client
+// open: the client's teardown ends it with client_closed (lock_core::on_close).
 #include "dlock/latch.hpp"
 
 #include <asio/steady_timer.hpp>
@@ -20,11 +22,42 @@ using detail::steady;
 
 namespace {
 
+// As Redisson derives it: always braced, whatever the name holds (braces included).
 std::string channel_of(const std::string& name) {
   return "redisson_countdownlatch__channel__{" + name + "}";
 }
 
-// The count a GET returned: 0 when the latch does not exist.
+const script& set_script() {
+  static const script s{std::string(lua::latch_set)};
+  return s;
+}
+const script& down_script() {
+  static const script s{std::string(lua::latch_down)};
+  return s;
+}
+
+// An error's own words: what() less the ": <the code's text>" std::system_error appends.
+std::string own_words(const error& e) {
+  std::string text = e.what();
+  const std::string suffix = ": " + e.code().message();
+  if (text.size() > suffix.size() && text.ends_with(suffix))
+    text.resize(text.size() - suffix.size());
+  return text;
+}
+
+// An error about the latch `name` from a call that failed with `ec`; `text` is the server's
+// reply, or empty. The scripts' verdict "WRONGTYPE holds a list, not a count" reads as "latch
+// 'NAME' holds a list, not a count".
+error latch_error(const std::string& name, std::error_code ec, std::string_view text) {
+  if (ec == errc::wrong_type) {
+    if (const auto at = text.find("holds "); at != std::string_view::npos) {
+      return error(ec, "latch '" + name + "' " + std::string(text.substr(at)));
+    }
+  }
+  return error(ec, "latch '" + name + "': " + (text.empty() ? ec.message() : std::string(text)));
+}
+
+// The count a 'read' returned (nil: no latch, 0). The script has checked it is an integer.
 std::int64_t count_of(const std::string& name, const reply& r) {
   if (r.is_nil()) return 0;
   std::int64_t v = 0;
@@ -36,56 +69,65 @@ std::int64_t count_of(const std::string& name, const reply& r) {
   return v;
 }
 
-// One wait, on the I/O thread: reached on the "0" message or a check that finds no count;
-// not reached at the deadline. It holds the client open until it ends.
-struct latch_wait : std::enable_shared_from_this<latch_wait> {
-  latch_wait(std::shared_ptr<lock_core> c, std::string n, std::function<void(latch_wait_result)> d,
-             steady::time_point until)
-      : core(std::move(c)),
-        name(std::move(n)),
-        channel(channel_of(name)),
-        done(std::move(d)),
-        deadline(until),
-        recheck(core->io().context()),
-        expiry(core->io().context()) {}
+// One wait, confined to the I/O thread from `start` on. It ends exactly once: reached (the "0"
+// message, or a check that finds no count), not reached (the deadline), failed (an error waiting
+// cannot fix), or closed (the client's teardown runs our on_close registration).
+class latch_wait : public std::enable_shared_from_this<latch_wait> {
+ public:
+  // `core` stays valid while the wait is unfinished: the core's destructor finishes it first
+  // (on_close), and every handler here looks at `finished_` before touching the core.
+  latch_wait(lock_core& core, std::string name, std::function<void(latch_wait_result)> done,
+             steady::time_point deadline)
+      : core_(core),
+        name_(std::move(name)),
+        channel_(channel_of(name_)),
+        done_(std::move(done)),
+        deadline_(deadline),
+        recheck_(core.io().context()),
+        expiry_(core.io().context()) {}
 
-  std::shared_ptr<lock_core> core;
-  const std::string name, channel;
-  std::function<void(latch_wait_result)> done;
-  const steady::time_point deadline;
-  asio::steady_timer recheck, expiry;
-  std::uint64_t subscription = 0;
-  bool finished = false;
-
+  // I/O thread, while the caller holds the core. `once`: a single check, no subscription.
   void start(bool once) {
+    closer_ = core_.on_close([self = shared_from_this()] {
+      self->finish({false, errc::client_closed,
+                    "waiting for latch '" + self->name_ + "': the client was closed"});
+    });
     if (once) {
       check(true);
       return;
     }
-    auto& topo = core->topo();
+    auto& topo = core_.topo();
     std::weak_ptr<latch_wait> weak = weak_from_this();
-    subscription = topo.subscribe(
-        topo.nodes_for(channel).front(), channel,
+    subscription_ = topo.subscribe(
+        topo.nodes_for(channel_).front(), channel_,
         [weak](std::string_view, std::string_view message) {
+          // "1" (a new count was set) changes nothing for a waiter; "0" is the count reaching 0.
           auto self = weak.lock();
           if (self && message == "0") self->finish({true, {}, {}});
         },
         [weak] {
-          if (auto self = weak.lock()) self->check(false);  // a count-down may have been missed
+          // Confirmed (at first and after every reconnect): a count-down before it went unheard.
+          if (auto self = weak.lock(); self && !self->finished_) self->check(false);
         });
-    if (deadline != steady::time_point::max()) {
-      expiry.expires_at(deadline);
-      expiry.async_wait([self = shared_from_this()](std::error_code ec) {
+    subscribed_ = true;
+    // A latch that has already reached 0 ends the wait without waiting for the subscription.
+    check(false);
+    if (deadline_ != steady::time_point::max()) {
+      expiry_.expires_at(deadline_);
+      expiry_.async_wait([self = shared_from_this()](std::error_code ec) {
         if (!ec) self->finish({});
       });
     }
     arm_recheck();
   }
 
+ private:
+  // A message can be lost (a reconnect, a server that drops pub/sub output): read the count
+  // every max_recheck whatever happens.
   void arm_recheck() {
-    recheck.expires_after(core->options().max_recheck);
-    recheck.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (ec || self->finished) return;
+    recheck_.expires_after(core_.options().max_recheck);
+    recheck_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec || self->finished_) return;
       self->check(false);
       self->arm_recheck();
     });
@@ -93,66 +135,93 @@ struct latch_wait : std::enable_shared_from_this<latch_wait> {
 
   // Reads the count; `last`: a single check, which ends the wait either way.
   void check(bool last) {
-    const std::string_view args[] = {"GET", name};
-    core->topo().command(name, args, steady::now() + core->options().connection.command_timeout,
-                         [self = shared_from_this(), last](std::error_code ec, reply r) {
-                           if (self->finished) return;
-                           if (ec) {
-                             // A wait rides out what passes (a reconnect, a loading server):
-                             // the next check tries again.
-                             const bool passing = ec == errc::timeout ||
-                                                  ec == errc::connection_lost ||
-                                                  ec == errc::server_busy;
-                             if (passing && !last) return;
-                             self->finish({false, ec, r.is_error() ? r.str() : ec.message()});
-                             return;
-                           }
-                           try {
-                             if (count_of(self->name, r) <= 0) {
-                               self->finish({true, {}, {}});
-                             } else if (last) {
-                               self->finish({});
-                             }
-                           } catch (const error& e) {
-                             self->finish({false, e.code(), e.what()});
-                           }
-                         });
+    auto& topo = core_.topo();
+    const std::string_view keys[] = {name_, channel_};
+    const std::string_view args[] = {topo.publish_command(), "read"};
+    topo.eval(topo.nodes_for(name_).front(), down_script(), keys, args,
+              steady::now() + core_.options().connection.command_timeout,
+              detail::durability::master,
+              [self = shared_from_this(), last](std::error_code ec, reply r) {
+                self->on_count(last, ec, r);
+              });
+  }
+
+  void on_count(bool last, std::error_code ec, const reply& r) {
+    if (finished_) return;
+    if (ec) {
+      // A wait rides out what passes (a reconnect, a loading server): the next check tries
+      // again, and the deadline bounds it.
+      const bool passing =
+          ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
+      if (passing && !last) return;
+      finish({false, ec, own_words(latch_error(name_, ec, r.is_error() ? r.str() : ""))});
+      return;
+    }
+    try {
+      if (count_of(name_, r) <= 0) {
+        finish({true, {}, {}});
+      } else if (last) {
+        finish({});
+      }
+    } catch (const error& e) {
+      finish({false, e.code(), own_words(e)});
+    }
   }
 
   void finish(latch_wait_result result) {
-    if (std::exchange(finished, true)) return;
-    recheck.cancel();
-    expiry.cancel();
-    if (subscription != 0) core->topo().unsubscribe(subscription);
+    if (std::exchange(finished_, true)) return;
+    const auto keep = shared_from_this();  // forget_close may drop the last other reference
+    recheck_.cancel();
+    expiry_.cancel();
+    if (subscribed_) core_.topo().unsubscribe(subscription_);
+    core_.forget_close(closer_);
+    auto done = std::move(done_);
+    done_ = nullptr;
     try {
       done(std::move(result));
     } catch (...) {
       // User callbacks run on the I/O thread; nothing may escape into it.
     }
-    done = nullptr;
   }
+
+  lock_core& core_;
+  const std::string name_, channel_;
+  std::function<void(latch_wait_result)> done_;
+  const steady::time_point deadline_;
+  asio::steady_timer recheck_, expiry_;
+  std::uint64_t subscription_ = 0, closer_ = 0;
+  bool subscribed_ = false, finished_ = false;
 };
 
-const script& set_script() {
-  static const script s{std::string(lua::latch_set)};
-  return s;
-}
-const script& down_script() {
-  static const script s{std::string(lua::latch_down)};
-  return s;
-}
-
+// The latch needs its count and its channel on one node (one script touches both); refuses
+// what cannot give it that.
 void check_topology(lock_core& core, const std::string& name) {
   if (!core.options().redlock.masters.empty()) {
     throw error(errc::invalid_argument,
                 "a latch cannot run over RedLock's independent masters; use a standalone, "
                 "Sentinel or cluster deployment");
   }
-  if (core.topo().route_of(core.topo().nodes_for(name).front(), name) !=
-      core.topo().route_of(core.topo().nodes_for(name).front(), channel_of(name))) {
+  auto& topo = core.topo();
+  const auto node = topo.nodes_for(name).front();
+  if (topo.route_of(node, name) != topo.route_of(node, channel_of(name))) {
     throw error(errc::invalid_argument, "latch '" + name +
                                             "': its name and its channel fall in different "
                                             "cluster slots (a name with '{')");
+  }
+}
+
+// One script call about the latch, waiting for the reply; errors name the latch.
+reply run(lock_core& core, const std::string& name, const script& s, std::string_view arg1,
+          std::string_view arg2) {
+  check_topology(core, name);
+  const std::string channel = channel_of(name);
+  const std::string_view keys[] = {name, channel};
+  const std::string_view args[] = {arg1, arg2};
+  try {
+    return core.call(s, name, keys, args);
+  } catch (const error& e) {
+    if (e.code() == errc::invalid_argument) throw;  // on the I/O thread: says so already
+    throw latch_error(name, e.code(), own_words(e));
   }
 }
 
@@ -163,56 +232,54 @@ countdown_latch::countdown_latch(std::shared_ptr<lock_core> core, std::string na
 
 bool countdown_latch::try_set_count(std::int64_t count) {
   if (count < 1) throw error(errc::invalid_argument, "a latch's count must be at least 1");
-  check_topology(*core_, name_);
   const std::string value = std::to_string(count);
-  const std::string channel = channel_of(name_);
-  const std::string_view keys[] = {name_, channel};
-  const std::string_view args[] = {value, core_->topo().publish_command()};
-  return core_->call(set_script(), name_, keys, args).integer() == 1;
+  // latch_set.lua takes the count first, the publish command second.
+  return run(*core_, name_, set_script(), value, core_->topo().publish_command()).integer() == 1;
 }
 
 void countdown_latch::count_down() {
-  check_topology(*core_, name_);
-  const std::string channel = channel_of(name_);
-  const std::string_view keys[] = {name_, channel};
-  const std::string_view args[] = {core_->topo().publish_command(), "one"};
-  core_->call(down_script(), name_, keys, args);
+  run(*core_, name_, down_script(), core_->topo().publish_command(), "one");
 }
 
 bool countdown_latch::remove() {
-  check_topology(*core_, name_);
-  const std::string channel = channel_of(name_);
-  const std::string_view keys[] = {name_, channel};
-  const std::string_view args[] = {core_->topo().publish_command(), "all"};
-  return core_->call(down_script(), name_, keys, args).integer() == 0;
+  return run(*core_, name_, down_script(), core_->topo().publish_command(), "all").integer() == 1;
 }
 
 std::int64_t countdown_latch::count() const {
-  const std::string_view args[] = {"GET", name_};
-  return count_of(name_, core_->command(name_, args));
+  return count_of(name_,
+                  run(*core_, name_, down_script(), core_->topo().publish_command(), "read"));
 }
 
 void countdown_latch::wait_async(std::chrono::milliseconds wait,
                                  std::function<void(latch_wait_result)> done) const {
   const auto now = steady::now();
   const bool once = wait.count() <= 0;
+  const auto deadline = once ? now : detail::saturating_add(now, wait);
   try {
     check_topology(*core_, name_);
   } catch (const error& e) {
-    core_->io().post([done = std::move(done), ec = e.code(), what = std::string(e.what())] {
-      done({false, ec, what});
+    core_->io().post([core = core_, done = std::move(done), ec = e.code(), what = own_words(e)] {
+      try {
+        done({false, ec, what});
+      } catch (...) {
+        // As for every user callback on the I/O thread.
+      }
     });
     return;
   }
-  auto w = std::make_shared<latch_wait>(core_, name_, std::move(done),
-                                        once ? now : detail::saturating_add(now, wait));
-  core_->io().post([w, once] { w->start(once); });
+  // The posted work holds the core until the wait has registered with it (on_close): a client
+  // whose last handle goes meanwhile still ends the wait, with client_closed.
+  core_->io().post([core = core_, name = name_, done = std::move(done), deadline, once]() mutable {
+    auto w = std::make_shared<latch_wait>(*core, std::move(name), std::move(done), deadline);
+    w->start(once);
+  });
 }
 
 bool countdown_latch::wait_for(std::chrono::milliseconds wait) const {
   if (core_->io().in_io_thread()) {
     throw error(errc::invalid_argument,
-                "waiting for a latch blocks, so it cannot run on the client's I/O thread");
+                "waiting for a latch blocks, so it cannot run on the client's I/O thread (use "
+                "wait_async there)");
   }
   detail::one_shot<latch_wait_result> result;
   wait_async(wait, [&result](latch_wait_result r) { result.put(std::move(r)); });

@@ -103,6 +103,23 @@ const client_options& client::options() const noexcept {
   return core_->options();
 }
 
+namespace detail {
+
+lease lock_core::acquire_until(const lock_handle& h, const lease_options& o,
+                               steady::time_point deadline) {
+  forbid_io_thread(*this, "acquiring a lock synchronously");
+  acquire_limits limits;
+  limits.deadline = deadline;
+  limits.single_attempt = deadline <= steady::now();
+  one_shot<acquire_result> result;
+  acquire(make_request(h, o, limits, [&result](acquire_result r) { result.put(std::move(r)); }));
+  auto r = result.take();
+  if (r.error) throw error(r.error, r.message);
+  return std::move(r.held);
+}
+
+}  // namespace detail
+
 // ---- basic_lock ----
 
 basic_lock::basic_lock(std::shared_ptr<lock_core> core, std::string name,
@@ -127,17 +144,7 @@ const std::string& basic_lock::name() const noexcept {
 }
 
 lease basic_lock::try_acquire_until(steady::time_point deadline, const lease_options& options) {
-  auto& core = *handle_->core;
-  forbid_io_thread(core, "acquiring a lock synchronously");
-  detail::acquire_limits limits;
-  limits.deadline = deadline;
-  limits.single_attempt = deadline <= steady::now();
-  detail::one_shot<acquire_result> result;
-  core.acquire(core.make_request(*handle_, options, limits,
-                                 [&result](acquire_result r) { result.put(std::move(r)); }));
-  auto r = result.take();
-  if (r.error) throw error(r.error, r.message);
-  return std::move(r.held);
+  return handle_->core->acquire_until(*handle_, options, deadline);
 }
 
 lease basic_lock::try_acquire(const lease_options& options) {

@@ -118,6 +118,11 @@ lock_core::~lock_core() {
     }
     for (const auto& o : waiting)
       fail(o, errc::client_closed, {});
+    // Then the other waits on this client (latch waits); each may forget itself as it ends.
+    auto closers = std::move(closers_);
+    closers_.clear();
+    for (auto& [id, close] : closers)
+      close();
     // Timers and queues belong to the I/O thread; their pending handlers hold only weak
     // references and find the core gone.
     rt_.reset();
@@ -125,6 +130,16 @@ lock_core::~lock_core() {
   // The connections are the topology's; it lets them go once their thread has stopped.
   io_->stop();
   topology_.reset();
+}
+
+std::uint64_t lock_core::on_close(std::function<void()> close) {
+  const auto id = next_closer_++;
+  closers_.emplace(id, std::move(close));
+  return id;
+}
+
+void lock_core::forget_close(std::uint64_t id) noexcept {
+  closers_.erase(id);
 }
 
 client_stats lock_core::stats() const noexcept {

@@ -16,6 +16,7 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +62,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                                acquire_callback done);
   /// Starts an acquisition; `r.done` runs on the I/O thread exactly once.
   void acquire(acquire_request r);
+  /// Acquires through `h` by `deadline` (in the past: one attempt), blocking the caller: the
+  /// lease, or an empty one. Throws as basic_lock::try_acquire_until (also on the I/O thread).
+  lease acquire_until(const lock_handle& h, const lease_options& o, steady::time_point deadline);
   /// Hands out a grant that a script of the caller's own made for `owner` on `h`'s lock (a
   /// multi-lock's one call over several names) as an ordinary lease: registered, renewed by the
   /// watchdog unless `o` fixes the lease time, signalled when lost, released on its own. A grant
@@ -90,6 +94,15 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// dlock::error with the server's text, or errc::invalid_argument on the I/O thread.
   reply command(std::string_view key, std::span<const std::string_view> args);
 
+  /// Registers `close` to run once, on the I/O thread, when the client closes: after the
+  /// topology has failed every call in flight with client_closed and the acquisitions were
+  /// told. For work outside the acquisition driver that waits on this client without keeping
+  /// it open (a latch's wait), so that it ends too. Returns an id for `forget_close`. I/O
+  /// thread only.
+  std::uint64_t on_close(std::function<void()> close);
+  /// Drops a registration that has not run (unknown ids are ignored). I/O thread only.
+  void forget_close(std::uint64_t id) noexcept;
+
  private:
   reply wait_for_reply(const std::function<void(net::reply_callback)>& send);
   struct op;
@@ -99,8 +112,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   explicit lock_core(client_options options);
   /// The kind calls of `base` go through: `base` itself, or its RedLock form over every master.
   const lock_kind& kind_for(const lock_kind& base) const noexcept;
-  lock_call call_for(const lock_names& n, const std::string& owner,
-                     std::chrono::milliseconds lease, std::int64_t permits = 1) noexcept;
+  lock_call call_for(const lock_names& n, const std::string& owner, std::chrono::milliseconds lease,
+                     std::int64_t permits = 1) noexcept;
   steady::time_point validity_end(steady::time_point sent_at,
                                   std::chrono::milliseconds lease) const;
 
@@ -164,6 +177,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   mutex ops_mutex_;
   std::unordered_set<std::shared_ptr<op>> pending_ops_ DLOCK_GUARDED_BY(ops_mutex_);
   std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there
+  // on_close registrations by id (I/O thread only).
+  std::map<std::uint64_t, std::function<void()>> closers_;
+  std::uint64_t next_closer_ = 1;
 };
 
 }  // namespace dlock::detail

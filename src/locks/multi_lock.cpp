@@ -59,27 +59,13 @@ void release_all(std::vector<lease>& holds) noexcept {
 
 // ---- the ordered path ----
 
-// One name, exactly as reentrant_lock::try_acquire_until takes it.
-lease acquire_one(lock_core& core, const detail::lock_handle& h, const lease_options& o,
-                  steady::time_point deadline) {
-  detail::acquire_limits limits;
-  limits.deadline = deadline;
-  limits.single_attempt = deadline <= steady::now();
-  detail::one_shot<acquire_result> result;
-  core.acquire(
-      core.make_request(h, o, limits, [&result](acquire_result r) { result.put(std::move(r)); }));
-  auto r = result.take();
-  if (r.error) throw error(r.error, r.message);
-  return std::move(r.held);
-}
-
 multi_lease acquire_in_order(lock_core& core, const handles& hs, const lease_options& o,
                              steady::time_point deadline) {
   std::vector<lease> holds;
   holds.reserve(hs.size());
   try {
     for (const auto& h : hs) {
-      auto l = acquire_one(core, *h, o, deadline);
+      auto l = core.acquire_until(*h, o, deadline);
       if (!l) {
         release_all(holds);  // the wait ended: no partial hold is kept
         return {};

@@ -2,7 +2,6 @@
 // read hold.
 #include "dlock/read_write_lock.hpp"
 
-#include "core/one_shot.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "locks/lock_core.hpp"
@@ -37,11 +36,6 @@ lease read_lock::upgrade(const lease& read_hold, std::chrono::milliseconds wait)
     throw error(errc::invalid_argument,
                 "upgrade needs a live read hold of '" + name() + "' taken through this client");
   }
-  if (core.io().in_io_thread()) {
-    throw error(
-        errc::invalid_argument,
-        "upgrading blocks, so it cannot run on the client's I/O thread (inside a callback)");
-  }
   // The write hold is owned by the reader: "<client>:<owner>" becomes "<client>:<owner>:write".
   lease_options options;
   options.owner = hold->g->owner.substr(core.id().size() + 1);
@@ -50,16 +44,9 @@ lease read_lock::upgrade(const lease& read_hold, std::chrono::milliseconds wait)
   upgrade.core = handle_->core;
   upgrade.kind = &detail::upgrade_kind();
   upgrade.names = handle_->names;
-  detail::acquire_limits limits;
   const auto now = steady::now();
-  limits.single_attempt = wait.count() <= 0;
-  limits.deadline = limits.single_attempt ? now : detail::saturating_add(now, wait);
-  detail::one_shot<acquire_result> result;
-  core.acquire(core.make_request(upgrade, options, limits,
-                                 [&result](acquire_result r) { result.put(std::move(r)); }));
-  auto r = result.take();
-  if (r.error) throw error(r.error, r.message);
-  return std::move(r.held);
+  return core.acquire_until(upgrade, options,
+                            wait.count() <= 0 ? now : detail::saturating_add(now, wait));
 }
 
 read_write_lock client::read_write(std::string name) const {

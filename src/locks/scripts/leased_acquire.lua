@@ -8,10 +8,10 @@
 -- Returns {1, fence} taken, {0, wait} too few free (wait: ms until the nearest permit expires,
 -- -1 if none will), or a WRONGTYPE error.
 --#include _fence
---#include _semaphore
+--#include _count
 --#include _clock
 --#include _leased
-local free, err = permits_of(KEYS[1])
+local free, err = count_of(KEYS[1])
 if not free then
   return err
 end

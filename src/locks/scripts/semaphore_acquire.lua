@@ -4,8 +4,8 @@
 -- Returns {1, fence} taken, {0, -1} too few free (they come back only when someone releases),
 -- or a WRONGTYPE error.
 --#include _fence
---#include _semaphore
-local free, err = permits_of(KEYS[1])
+--#include _count
+local free, err = count_of(KEYS[1])
 if not free then
   return err
 end

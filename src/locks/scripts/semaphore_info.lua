@@ -2,9 +2,9 @@
 -- KEYS[1] free-permit count     KEYS[2] permits taken (a leased semaphore's set; any key else)
 -- Returns {exists (0/1), free, server time in ms, id1, expiry1, id2, expiry2, ...}, or a
 -- WRONGTYPE error.
---#include _semaphore
+--#include _count
 --#include _clock
-local free, err = permits_of(KEYS[1])
+local free, err = count_of(KEYS[1])
 if not free then
   return err
 end

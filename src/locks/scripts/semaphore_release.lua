@@ -4,8 +4,8 @@
 -- ARGV[1] permits               ARGV[2] 'publish', 'spublish' or '' (nobody told)
 -- ARGV[3] 'add' (release, add_permits) or 'set' (only if the semaphore does not exist yet)
 -- Returns 1 + the subscribers told ('set': 0 if it existed already), or a WRONGTYPE error.
---#include _semaphore
-local free, err = permits_of(KEYS[1])
+--#include _count
+local free, err = count_of(KEYS[1])
 if not free then
   return err
 end

@@ -1,0 +1,98 @@
+// dlock latch: a countdown latch from the shell (Redisson's RCountDownLatch layout), so that
+// scripts on several machines can wait until N pieces of work are done:
+//   dlock latch NAME set N | down | wait [--wait DUR]
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <iostream>
+
+#include "cli.hpp"
+#include "dlock/latch.hpp"
+
+namespace dlock::cli {
+
+void add_latch_command(CLI::App& app, latch_options& o) {
+  auto* cmd = app.add_subcommand(
+      "latch", "A countdown latch: set it to N, count it down, wait until it reaches 0");
+  o.cmd = cmd;
+  cmd->footer(R"(
+Actions:
+  set N   sets the count to N (at least 1) if the latch does not exist; exit 1 if it does
+  down    counts down by one and prints the count after it; at 0 the latch is deleted and every
+          waiter wakes (counting down a latch that does not exist does nothing)
+  wait    waits until the count is 0 (a latch that does not exist is at 0); exit 75 if --wait
+          ends first
+The layout is Redisson's RCountDownLatch (the string NAME holds the count; the channel
+redisson_countdownlatch__channel__{NAME} wakes waiters), so dlock and Redisson share latches.
+A name holding anything else is refused with exit 65 and left alone.
+
+Examples:
+  dlock latch import-42 set 3
+  dlock latch import-42 down                       in each of the 3 jobs, when it is done
+  dlock latch import-42 wait --wait 30m && ./publish.sh)");
+  cmd->add_option("--wait", o.wait_text,
+                  "wait: how long to wait for 0 (default: forever; 0 = check once)")
+      ->type_name("DUR");
+  cmd->add_option("name", o.name, "Latch name")->required();
+  cmd->add_option("action", o.action, "set, down or wait")
+      ->required()
+      ->check(CLI::IsMember({"set", "down", "wait"}));
+  cmd->add_option("count", o.operands, "set: the count")->type_name("N");
+}
+
+namespace {
+
+std::int64_t count_operand(const std::vector<std::string>& operands) {
+  if (operands.size() != 1) {
+    throw failure(exit_usage, "latch: set takes one count (dlock latch NAME set N)");
+  }
+  const auto& text = operands.front();
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1) {
+    throw failure(exit_usage, "latch: set needs a count of at least 1, got '" + text + "'");
+  }
+  return n;
+}
+
+}  // namespace
+
+int latch(const dlock::client_options& target, const std::string& name, const std::string& action,
+          const std::vector<std::string>& operands, const std::string& wait_text) {
+  // Every usage error is reported before connecting.
+  if (action != "set" && !operands.empty()) {
+    throw failure(exit_usage, "latch: " + action + " takes no operand after it");
+  }
+  if (action != "wait" && !wait_text.empty()) {
+    throw failure(exit_usage, "latch: --wait applies to wait only");
+  }
+  const std::int64_t count = action == "set" ? count_operand(operands) : 0;
+  const auto wait =
+      wait_text.empty() ? std::chrono::milliseconds::max() : duration_flag("--wait", wait_text);
+  if (!target.redlock.masters.empty()) {
+    throw failure(exit_usage, "latch: latches are not available over RedLock's masters");
+  }
+
+  const auto c = connect(target);
+  auto l = c.latch(name);
+  if (action == "set") {
+    if (!l.try_set_count(count)) {
+      // Not atomic with the attempt: the count may have moved since, which is why it is only
+      // shown, never acted on.
+      throw failure(
+          1, "latch '" + name + "' already exists (count " + std::to_string(l.count()) + ")");
+    }
+    return exit_ok;
+  }
+  if (action == "down") {
+    l.count_down();
+    // The count read just after: a count-down elsewhere at the same moment may be in it too.
+    std::cout << l.count() << std::endl;
+    return exit_ok;
+  }
+  if (l.wait_for(wait)) return exit_ok;
+  throw failure(exit_not_acquired,
+                "latch '" + name + "' did not reach 0" +
+                    (wait.count() > 0 ? " within " + wait_text : std::string(" (checked once)")));
+}
+
+}  // namespace dlock::cli
