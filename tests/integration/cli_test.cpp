@@ -29,11 +29,11 @@ TEST_F(Cli, UsageErrorsExit64WithOneLine) {
       {"--url", url(), "run", "--wait", "10x", "n", "--", "true"},
       {"--url", url(), "run", "--ttl", "-1s", "n", "--", "true"},
       {"--url", "http://nope", "run", "n", "--", "true"},
-      {"--url", url(), "run", "n", "true"},  // missing --
-      {"--url", url(), "run", "n", "--"},    // nothing to run
+      {"--url", url(), "run", "n", "true"},                               // missing --
+      {"--url", url(), "run", "n", "--"},                                 // nothing to run
       {"--url", url(), "run", "--kind", "fair", "n", "m", "--", "true"},  // one name only
-      {"--url", url(), "--url", url(), "run", "n", "--", "true"},  // RedLock: reserved
-      {"--url", url(), "unlock", "n"},                             // --force required
+      {"--url", url(), "--url", url(), "run", "n", "--", "true"},         // RedLock: reserved
+      {"--url", url(), "unlock", "n"},                                    // --force required
       {"--url", url(), "status"},
       {"frobnicate"},
       {},
