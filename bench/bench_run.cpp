@@ -48,14 +48,23 @@ const char* const cluster_references_text =
     "the cost of routing, not as what scaling out over machines gives (docs/benchmarks.md,\n"
     "Cluster).\n"
     "Commands and writes per master: each master's redis_client::counters(), reached through\n"
-    "client::masters(). A write to a node is one round trip to it.\n";
+    "client::masters(). A write to a node is one round trip to it.\n"
+    "(ceiling) rows: ratio = cluster / redis-benchmark --cluster --threads 1 -c 50 -P 16 on the\n"
+    "simple lock's acquire and release scripts over the same masters, in a third interleaved\n"
+    "slice; its pairs/s = 1/(1/acquire rps + 1/release rps). redis-benchmark deals its\n"
+    "connections to the masters in turn and puts each master's keys in one slot of it (the\n"
+    "{tag} hash tag); any error reply from a master fails the run.\n";
 
 const char* const redlock_references_text =
     "\nratio = RedLock / standalone: the same dlock code on five private, independent masters\n"
     "(every acquisition asks all five and waits for three, then writes the fence back to a\n"
     "majority) and on one private server, measured in this run in interleaved slices (medians).\n"
     "The five masters share this machine's cores with the client: read the ratios as what a\n"
-    "majority costs in round trips and server work, not as a network figure (docs/redlock.md).\n";
+    "majority costs in round trips and server work, not as a network figure (docs/redlock.md).\n"
+    "(ceiling) row: ratio = RedLock / what the masters serve: one redis-benchmark -c 50 -P 16 per\n"
+    "master, all five at once, on what a RedLock pair runs on every master (acquire script, fence\n"
+    "write-back, release script); per master pairs/s = 1/(1/acquire + 1/fence + 1/release rps),\n"
+    "and the ceiling is the slowest master's (every pair needs every master).\n";
 
 int rounds_for(const bench_run_options& o) {
   if (o.rounds > 0) return o.rounds;
@@ -121,6 +130,11 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
         "--topology cluster needs redis-server and redis-cli (Debian: apt-get install "
         "redis-server redis-tools)");
   }
+  if (wants(o, "throughput") && !emb::server_available(o.redis_benchmark)) {
+    throw missing_program(o.redis_benchmark +
+                          " not found; the throughput scenario measures the cluster's ceiling "
+                          "with it (Debian: apt-get install redis-tools)");
+  }
 
   say("starting a private redis-server and a private 3-master Redis Cluster");
   emb::redis_server standalone;  // both stopped by their destructors, whatever happens
@@ -147,6 +161,7 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
   ts.standalone.url = standalone.url();
   ts.standalone.seconds = o.seconds;
   ts.standalone.rounds = rounds;
+  ts.standalone.redis_benchmark = o.redis_benchmark;
   ts.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   ts.cluster_seeds = cluster.seed_urls();
 
@@ -187,6 +202,11 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
         "--topology redlock needs redis-server (Debian: apt-get install "
         "redis-server)");
   }
+  if (wants(o, "throughput") && !emb::server_available(o.redis_benchmark)) {
+    throw missing_program(o.redis_benchmark +
+                          " not found; the throughput scenario measures the masters' ceiling "
+                          "with it (Debian: apt-get install redis-tools)");
+  }
   say("starting a private redis-server and five private RedLock masters");
   emb::redis_server standalone;  // all stopped by their destructors, whatever happens
   std::vector<std::unique_ptr<emb::redis_server>> masters;
@@ -210,6 +230,7 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
   rs.standalone.url = standalone.url();
   rs.standalone.seconds = o.seconds;
   rs.standalone.rounds = rounds;
+  rs.standalone.redis_benchmark = o.redis_benchmark;
   rs.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   redlock_options ro;
   ro.uncontended = wants(o, "uncontended");

@@ -19,8 +19,7 @@ namespace dlock::bench {
 /// "handoff", "watchdog".
 const std::vector<std::string>& scenario_names();
 
-/// The topologies bench_run_options::topology accepts: "standalone", "cluster", and "redlock"
-/// (reserved for a later version: run_bench refuses it with bench_usage_error).
+/// The topologies bench_run_options::topology accepts: "standalone", "cluster" and "redlock".
 const std::vector<std::string>& topology_names();
 
 struct bench_run_options {
@@ -35,7 +34,10 @@ struct bench_run_options {
   /// and a private 3-master Redis Cluster, both started for the run and stopped at its end,
   /// and the throughput (threads 16 and 64) and watchdog scenarios on both, the cluster's
   /// figures beside the standalone's (cluster_scenarios.hpp); only those two scenarios can be
-  /// chosen, and neither `url` nor `plot_dir` is accepted. "redlock": reserved.
+  /// chosen, and neither `url` nor `plot_dir` is accepted; the throughput rows also give the
+  /// cluster's redis-benchmark ceiling. "redlock": five private masters beside a private
+  /// server, uncontended, throughput (with the masters' redis-benchmark ceiling) and handoff
+  /// (redlock_scenarios.hpp), with the same restrictions.
   std::string topology = "standalone";
   /// Duration of each measurement (dlock's and each reference's); bench_settings::seconds.
   double seconds = 3;
@@ -73,8 +75,8 @@ class bench_usage_error : public std::invalid_argument {
 };
 
 /// A program the run needs is not installed: redis-server (no URL given), redis-benchmark
-/// (the standalone throughput scenario) or redis-cli (topology "cluster" creates the cluster
-/// with it). Thrown before anything runs; the message says what to install.
+/// (the throughput scenario, on every topology) or redis-cli (topology "cluster" creates the
+/// cluster with it). Thrown before anything runs; the message says what to install.
 class missing_program : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

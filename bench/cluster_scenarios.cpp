@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -17,6 +18,7 @@
 #include <dlock/dlock.hpp>
 
 #include "bench_support.hpp"
+#include "script_ceiling.hpp"
 
 namespace dlock::bench {
 
@@ -177,6 +179,19 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
   const int rounds = std::max(1, s.rounds);
   const double slice = s.seconds / rounds;
   const std::size_t masters = cluster.c->masters().size();
+  // The cluster's ceiling: redis-benchmark --cluster on the same scripts, over its own
+  // connections to the masters (the dlock client's counters are not touched).
+  std::optional<script_ceiling> ceiling;
+  const std::string ceiling_name =
+      format("redis-benchmark --cluster --threads 1 -c %d -P %d (ceiling)", o.ceiling_clients,
+             o.ceiling_pipeline);
+  if (o.ceiling) {
+    std::vector<connection_options> master_options;
+    for (const auto* m : cluster.c->masters())
+      master_options.push_back(m->options());
+    ceiling.emplace(script_ceiling::cluster(s.redis_benchmark, master_options, o.lease));
+  }
+  double ceiling_estimate = 0;  // requests/s; 0: redis-benchmark sizes its first run minimally
   std::vector<scenario_result> results;
   for (const int threads : o.threads) {
     for (auto* sd : {&standalone, &cluster}) {
@@ -184,13 +199,26 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
       sd->steps = 0;
       sd->nodes.clear();
     }
+    std::vector<script_rates> ceiling_runs;
+    const auto measure_ceiling = [&] {
+      ceiling_runs.push_back(
+          ceiling->measure(o.ceiling_clients, o.ceiling_pipeline, slice, ceiling_estimate).at(0));
+      report(s, format("cluster throughput %3d threads: %-10s %10.0f pairs/s", threads, "ceiling",
+                       ceiling_runs.back().pairs()));
+    };
     const auto stats_before = cluster.c->stats();
     for (int round = 0; round < rounds; ++round) {
-      // Alternate which side goes first, so that drift on a noisy machine hits both alike.
-      std::array<side*, 2> order{&standalone, &cluster};
-      if (round % 2 == 1) std::swap(order[0], order[1]);
-      for (auto* sd : order)
-        measure_slice(s, *sd, threads, slice, lo);
+      // Rotate which side goes first, so that drift on a noisy machine hits all alike. The
+      // ceiling's slice never falls between the dlock client's counter readings.
+      const std::size_t slots = ceiling ? 3 : 2;
+      for (std::size_t k = 0; k < slots; ++k) {
+        const auto slot = (static_cast<std::size_t>(round) + k) % slots;
+        if (slot == 2) {
+          measure_ceiling();
+        } else {
+          measure_slice(s, slot == 0 ? standalone : cluster, threads, slice, lo);
+        }
+      }
     }
     const auto stats_after = cluster.c->stats();
 
@@ -216,6 +244,32 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     add_extra(pairs, "note",
               "median of interleaved slices per topology; one client, N threads, distinct keys");
     results.push_back(std::move(pairs));
+
+    if (ceiling) {
+      std::vector<double> acquire, release, hits, pair_rates;
+      for (const auto& c : ceiling_runs) {
+        acquire.push_back(c.acquire_rps);
+        release.push_back(c.release_rps);
+        hits.push_back(c.release_hit_fraction);
+        pair_rates.push_back(c.pairs());
+      }
+      const double top = median(pair_rates);
+      scenario_result vs_ceiling{name,         "pairs/s",           ours, top,
+                                 ceiling_name, ratio_of(ours, top), "",   {}};
+      add_extra(vs_ceiling, "threads", static_cast<double>(threads));
+      add_extra(vs_ceiling, "cluster_masters", static_cast<double>(masters));
+      add_extra(vs_ceiling, "rb_acquire_rps", median(acquire));
+      add_extra(vs_ceiling, "rb_release_rps", median(release));
+      add_extra(vs_ceiling, "rb_release_hit_fraction", median(hits));
+      add_extra(vs_ceiling, "rb_commands",
+                ceiling->describe(o.ceiling_clients, o.ceiling_pipeline));
+      add_extra(vs_ceiling, "rb_pairs_note",
+                "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps), median over the "
+                "slices. --cluster deals its connections to the masters in turn and puts each "
+                "master's keys in one slot of it ({tag}); the dlock run's keys hash where their "
+                "names fall. Any error reply from a master fails the measurement");
+      results.push_back(std::move(vs_ceiling));
+    }
 
     // The spread: the busiest master's share of the commands, beside an even spread.
     const auto locks_on = names_per_master(
@@ -252,6 +306,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
               "master of its slot");
     results.push_back(std::move(spread));
   }
+  if (ceiling) ceiling->cleanup();
   return results;
 }
 

@@ -2,8 +2,10 @@
 // throughput through one client on each (what routing over several masters costs a client, and
 // how its commands spread over the masters), and the watchdog holding many leases on each
 // (whether renewals stay batched per node). In every row `dlock` is the cluster's figure and
-// `reference` the standalone server's, so `ratio` is cluster / standalone. Nothing here prints,
-// starts servers or judges: run_bench (bench_run.hpp) does the first two, the reader the third.
+// `reference` the standalone server's, so `ratio` is cluster / standalone, except the ceiling
+// rows, whose reference is redis-benchmark on the same cluster (ratio: cluster / its ceiling).
+// Nothing here prints, starts servers or judges: run_bench (bench_run.hpp) does the first two, the
+// reader the third.
 #pragma once
 
 #include <chrono>
@@ -27,9 +29,17 @@ struct topology_settings {
 /// turns in `rounds` slices per thread count (the order alternating per round); each side's
 /// figure is the median of its slices. Commands per master are the deltas of each master's
 /// `redis_client::counters()` (client::masters()) over the timed slices.
+///
+/// With `ceiling`, a third slice per round measures the cluster's ceiling: `redis-benchmark
+/// --cluster -c ceiling_clients -P ceiling_pipeline` on the simple lock's own acquire and release
+/// scripts over all the masters (script_ceiling.hpp; bench_settings::redis_benchmark is the
+/// program), and a row gives the cluster's pairs/s over it.
 struct cluster_throughput_options {
   std::vector<int> threads{16, 64};
   std::chrono::milliseconds lease{30'000};
+  bool ceiling = true;
+  int ceiling_clients = 50;
+  int ceiling_pipeline = 16;
 };
 std::vector<scenario_result> run_cluster_throughput(const topology_settings& s,
                                                     const cluster_throughput_options& o = {});

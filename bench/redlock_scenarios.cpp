@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include <dlock/dlock.hpp>
 
 #include "bench_support.hpp"
+#include "script_ceiling.hpp"
 
 namespace dlock::bench {
 
@@ -28,15 +31,23 @@ struct side {
   std::vector<double> rates;
 };
 
-// Runs `slice_of(side)` for each side in `rounds` interleaved slices, alternating which goes
-// first, and returns {RedLock's median, standalone's median}.
+// Runs `slice_of(side)` for each side in `rounds` interleaved slices, rotating which goes
+// first, and returns {RedLock's median, standalone's median}. `third`, when given, is a third
+// slice of each round, in the rotation.
 std::pair<double, double> interleaved(int rounds, std::array<side, 2>& sides,
-                                      const std::function<double(side&)>& slice_of) {
+                                      const std::function<double(side&)>& slice_of,
+                                      const std::function<void()>& third = {}) {
   for (auto& sd : sides)
     sd.rates.clear();
+  const int slots = third ? 3 : 2;
   for (int round = 0; round < rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      auto& sd = sides[static_cast<std::size_t>((round + k) % 2)];
+    for (int k = 0; k < slots; ++k) {
+      const int slot = (round + k) % slots;
+      if (slot == 2) {
+        third();
+        continue;
+      }
+      auto& sd = sides[static_cast<std::size_t>(slot)];
       sd.rates.push_back(slice_of(sd));
     }
   }
@@ -55,6 +66,66 @@ scenario_result row(std::string name, std::string metric, std::pair<double, doub
                     {}};
   r.extra.push_back({"redlock_masters", static_cast<double>(masters)});
   r.extra.push_back({"slices_per_topology", static_cast<double>(rounds)});
+  return r;
+}
+
+double slowest_pairs(const std::vector<script_rates>& masters) {
+  double slowest = 0;
+  for (std::size_t m = 0; m < masters.size(); ++m) {
+    const double p = masters[m].pairs();
+    if (m == 0 || p < slowest) slowest = p;
+  }
+  return slowest;
+}
+
+// RedLock's throughput beside the masters' ceiling: the median over the slices of the slowest
+// master's pairs/s, with each master's own median.
+scenario_result ceiling_row(const std::string& name, double ours,
+                            const std::vector<std::vector<script_rates>>& runs,
+                            const script_ceiling& ceiling, const redlock_settings& s,
+                            const redlock_options& o) {
+  std::vector<double> slowest;
+  std::size_t masters = 0;
+  for (const auto& run : runs) {
+    slowest.push_back(slowest_pairs(run));
+    masters = std::max(masters, run.size());
+  }
+  const double top = median(slowest);
+  scenario_result r{name,
+                    "pairs/s",
+                    ours,
+                    top,
+                    format("redis-benchmark -c %d -P %d on each master at once (ceiling: the "
+                           "slowest master)",
+                           o.ceiling_clients, o.ceiling_pipeline),
+                    ratio_of(ours, top),
+                    "",
+                    {}};
+  r.extra.push_back({"redlock_masters", static_cast<double>(masters)});
+  for (std::size_t m = 0; m < masters; ++m) {
+    std::vector<double> pairs, acquire, fence, release;
+    for (const auto& run : runs) {
+      if (m >= run.size()) continue;
+      pairs.push_back(run[m].pairs());
+      acquire.push_back(run[m].acquire_rps);
+      fence.push_back(run[m].fence_rps);
+      release.push_back(run[m].release_rps);
+    }
+    const std::string p = "master_" + std::to_string(m + 1);
+    if (m < s.masters.size()) {
+      r.extra.push_back({p, connection_options::from_url(s.masters[m]).redacted_url()});
+    }
+    r.extra.push_back({p + "_pairs", median(pairs)});
+    r.extra.push_back({p + "_acquire_rps", median(acquire)});
+    r.extra.push_back({p + "_fence_rps", median(fence)});
+    r.extra.push_back({p + "_release_rps", median(release)});
+  }
+  r.extra.push_back({"rb_commands", ceiling.describe(o.ceiling_clients, o.ceiling_pipeline)});
+  r.extra.push_back(
+      {"rb_pairs_note",
+       std::string("per master, pairs/s = 1/(1/acquire + 1/fence write-back + 1/release rps): "
+                   "what one RedLock pair runs on every master; all five run at once, and the "
+                   "ceiling is the slowest master's, median over the slices")});
   return r;
 }
 
@@ -98,25 +169,49 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
     }
   }
 
+  // The masters' ceiling: redis-benchmark on each master at once, over its own connections.
+  std::optional<script_ceiling> ceiling;
+  if (o.ceiling && !o.threads.empty()) {
+    std::vector<connection_options> masters;
+    for (const auto& url : s.masters)
+      masters.push_back(connection_options::from_url(url));
+    ceiling.emplace(script_ceiling::redlock(st.redis_benchmark, masters, o.lease));
+  }
+  double ceiling_estimate = 0;  // requests/s per master; 0: redis-benchmark's smallest run
   for (const int threads : o.threads) {
     std::array<std::unique_ptr<client>, 2> clients;
     for (std::size_t k = 0; k < 2; ++k)
       clients[k] = std::make_unique<client>(sides[k].options);
-    const auto medians = interleaved(rounds, sides, [&](side& sd) {
-      auto& c = *clients[&sd == &sides[0] ? 0 : 1];
-      const auto run = run_timed(threads, slice, [&](int i) {
-        auto l = c.simple("dlock-bench:rl:tp:" + std::to_string(i)).acquire(lo);
-        if (!l || !l.release()) throw std::runtime_error("redlock throughput: not granted");
-      });
-      say(format("redlock throughput %3d threads %-10s %8.0f pairs/s", threads, sd.name.c_str(),
-                 run.rate()));
-      return run.rate();
-    });
-    auto r = row("redlock.throughput.threads=" + std::to_string(threads), "pairs/s", medians,
-                 s.masters.size(), rounds);
+    std::vector<std::vector<script_rates>> ceiling_runs;  // per slice, per master
+    std::function<void()> measure_ceiling;
+    if (ceiling) {
+      measure_ceiling = [&] {
+        ceiling_runs.push_back(
+            ceiling->measure(o.ceiling_clients, o.ceiling_pipeline, slice, ceiling_estimate));
+        say(format("redlock throughput %3d threads %-10s %8.0f pairs/s (slowest master)", threads,
+                   "ceiling", slowest_pairs(ceiling_runs.back())));
+      };
+    }
+    const auto medians = interleaved(
+        rounds, sides,
+        [&](side& sd) {
+          auto& c = *clients[&sd == &sides[0] ? 0 : 1];
+          const auto run = run_timed(threads, slice, [&](int i) {
+            auto l = c.simple("dlock-bench:rl:tp:" + std::to_string(i)).acquire(lo);
+            if (!l || !l.release()) throw std::runtime_error("redlock throughput: not granted");
+          });
+          say(format("redlock throughput %3d threads %-10s %8.0f pairs/s", threads, sd.name.c_str(),
+                     run.rate()));
+          return run.rate();
+        },
+        measure_ceiling);
+    const std::string name = "redlock.throughput.threads=" + std::to_string(threads);
+    auto r = row(name, "pairs/s", medians, s.masters.size(), rounds);
     r.extra.push_back({"note", std::string("one client, N threads, distinct keys")});
     results.push_back(std::move(r));
+    if (ceiling) results.push_back(ceiling_row(name, medians.first, ceiling_runs, *ceiling, s, o));
   }
+  if (ceiling) ceiling->cleanup();
 
   if (o.handoff_clients > 0) {
     const int n = o.handoff_clients;

@@ -1,8 +1,9 @@
 // Lock scenarios on RedLock's independent masters beside one standalone server, measured in the
 // same run: what taking a majority of five masters costs against one server. In every row
 // `dlock` is the RedLock figure and `reference` the standalone server's, so `ratio` is
-// RedLock / standalone. Nothing here prints, starts servers or judges: run_bench
-// (bench_run.hpp) does the first two, the reader the third.
+// RedLock / standalone, except the throughput ceiling rows, whose reference is what the masters
+// themselves serve (ratio: RedLock / ceiling). Nothing here prints, starts servers or judges:
+// run_bench (bench_run.hpp) does the first two, the reader the third.
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,15 @@ struct redlock_options {
   bool uncontended = true;
   /// Throughput: N threads on distinct keys through ONE client (pairs/s); empty: skip.
   std::vector<int> threads{16};
+  /// With the throughput: a third slice per round measures the masters' ceiling, one
+  /// `redis-benchmark -c ceiling_clients -P ceiling_pipeline` per master, all at once, each on
+  /// what a RedLock pair runs on every master (the simple lock's acquire script, the fence
+  /// write-back, the release script; script_ceiling.hpp; bench_settings::redis_benchmark is the
+  /// program). The ceiling is the slowest master's pairs/s, 1/(1/acquire + 1/fence + 1/release):
+  /// every pair needs every master.
+  bool ceiling = true;
+  int ceiling_clients = 50;
+  int ceiling_pipeline = 16;
   /// Hand-off: `handoff_clients` threads, each with its own client, contend for one key, each
   /// looping acquire() → release() (acquisitions/s, and hand-offs/s: acquisitions by another
   /// client than the previous one). 0: skip.

@@ -323,7 +323,8 @@ Example:
       ->type_name("N");
   market_cmd
       ->add_option("--variants", market_opts.variants,
-                   "Comma-separated: watch, book-lock, book-fine, dlock-coarse, dlock-fine, script")
+                   "Comma-separated: watch, book-lock, book-fine, dlock-coarse, dlock-fine, "
+                   "no-lock, script")
       ->delimiter(',')
       ->type_name("LIST");
   market_cmd

@@ -55,6 +55,8 @@ if(BUILD_SHARED_LIBS)
 endif()
 # Consumers link OpenSSL (a static libdlock needs it; the CMake package finds it either way).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libssl-dev")
+# dlock/asio.hpp, the optional asio adapter, needs standalone asio; nothing else does.
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libasio-dev")
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "distributed locks on Redis for C++ (development files)\n C++20 headers, the dlock library, its CMake package (find_package(dlock),\n target dlock::dlock) and pkg-config file (dlock.pc).")
 include(CPack)

@@ -32,8 +32,12 @@
 //    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
 //    no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
 //    the shared, multiplexed connection would take in other workers' commands.
+//  * no-lock runs the lock variants' work, command for command, with no lock at all: the rate
+//    the work alone sustains, a ceiling for what any lock costs. It is not safe (two buyers can
+//    buy one item); it counts how often that happened instead of failing.
 //  * After each run, off the clock, an audit checks that the books balance (market size, items
-//    in buyers' inventories, money moved): a lock that let two workers at one item shows there.
+//    in buyers' inventories, items in two of them, money moved): a lock that let two workers at
+//    one item shows there. The tables and JSON are report.cpp's.
 #include "market/market.hpp"
 
 #include <sys/resource.h>
@@ -59,10 +63,16 @@
 #include <dlock/dlock.hpp>
 
 #include "embedded/redis_server.hpp"
+#include "market/text.hpp"
 
 namespace dlock::market {
 
 namespace {
+
+using detail::format_number;
+using detail::grouped;
+using detail::load_text;
+using detail::ms_text;
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -84,7 +94,7 @@ const std::string market_key = "market:";
 
 // ---- variants -----------------------------------------------------------------------------------
 
-enum class variant_kind { watch, book_lock, book_fine, dlock_coarse, dlock_fine, script };
+enum class variant_kind { watch, book_lock, book_fine, dlock_coarse, dlock_fine, no_lock, script };
 
 struct variant_info {
   std::string_view name;
@@ -98,6 +108,7 @@ constexpr variant_info variant_table[] = {
     {"book-fine", variant_kind::book_fine, "fine-grained lock"},
     {"dlock-coarse", variant_kind::dlock_coarse, "with lock"},
     {"dlock-fine", variant_kind::dlock_fine, "fine-grained lock"},
+    {"no-lock", variant_kind::no_lock, ""},
     {"script", variant_kind::script, ""},
 };
 
@@ -115,6 +126,11 @@ const variant_info& find_variant(std::string_view name) {
 
 bool uses_dlock(variant_kind k) {
   return k == variant_kind::dlock_coarse || k == variant_kind::dlock_fine;
+}
+
+// The variants that take a lock around the work (they report lock timings).
+bool uses_lock(variant_kind k) {
+  return k != variant_kind::watch && k != variant_kind::no_lock && k != variant_kind::script;
 }
 
 // ---- Lua ----------------------------------------------------------------------------------------
@@ -270,7 +286,8 @@ struct tally {
   std::uint64_t listed = 0, bought = 0, retries = 0, stale = 0, refused = 0;
   std::uint64_t list_timeouts = 0, purchase_timeouts = 0, abandoned = 0, list_stale = 0;
   std::uint64_t refills = 0, release_failures = 0, empty_market = 0;
-  std::uint64_t lock_waits = 0;  // acquisitions whose first attempt found the lock held
+  std::uint64_t double_sold = 0;  // purchases whose ZREM found the entry already gone
+  std::uint64_t lock_waits = 0;   // acquisitions whose first attempt found the lock held
   double lock_wait_ms = 0, lock_wait_max_ms = 0;
   std::vector<float> acquire_us, release_us;  // per lock call (granted acquisitions only)
   double work_us = 0;                         // total time of the work under locks
@@ -349,6 +366,8 @@ class trader {
             redis_->eval(ctx_.list_script, {inventory_, market_key}, {itemid, member, price});
         return r.integer() == 1 ? outcome::done : outcome::stale;
       }
+      case variant_kind::no_lock:
+        return list_locked(itemid, member, price);
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
                       [&] { return list_locked(itemid, member, price); });
@@ -370,9 +389,11 @@ class trader {
         const auto v = r.integer();
         return v == 1 ? outcome::done : v == 0 ? outcome::stale : outcome::refused;
       }
+      case variant_kind::no_lock:
+        return purchase_locked(itemid, seller, member, price, t);
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
-                      [&] { return purchase_locked(itemid, seller, member, price); });
+                      [&] { return purchase_locked(itemid, seller, member, price, t); });
     }
   }
 
@@ -438,7 +459,7 @@ class trader {
     }
   }
 
-  // ---- the work done under a lock (identical for every lock variant) ----
+  // ---- the work done under a lock (identical for every lock variant, and no-lock's) ----
 
   outcome list_locked(const std::string& itemid, const std::string& member,
                       std::string_view price) {
@@ -450,7 +471,7 @@ class trader {
   }
 
   outcome purchase_locked(const std::string& itemid, const std::string& seller,
-                          const std::string& member, std::string_view price) {
+                          const std::string& member, std::string_view price, tally& t) {
     const auto read = pipeline(
         *redis_, {{"MULTI"}, {"ZSCORE", market_key, member}, {"HGET", hash_, "funds"}, {"EXEC"}});
     const auto& values = exec_result(read);
@@ -459,12 +480,15 @@ class trader {
     if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
     // Appended, not "-" + std::string: g++ 12 -O3 reports a false -Wrestrict (GCC bug 105329).
     const std::string minus = std::string("-").append(price);
-    exec_result(pipeline(*redis_, {{"MULTI"},
-                                   {"HINCRBY", "users:" + seller, "funds", price},
-                                   {"HINCRBY", hash_, "funds", minus},
-                                   {"SADD", inventory_, itemid},
-                                   {"ZREM", market_key, member},
-                                   {"EXEC"}}));
+    const auto written = pipeline(*redis_, {{"MULTI"},
+                                            {"HINCRBY", "users:" + seller, "funds", price},
+                                            {"HINCRBY", hash_, "funds", minus},
+                                            {"SADD", inventory_, itemid},
+                                            {"ZREM", market_key, member},
+                                            {"EXEC"}});
+    // ZREM removed nothing: another buyer took the entry between our read and this write, and
+    // both paid for it. A lock rules that out; only no-lock can count any.
+    if (to_int(exec_result(written).elements().at(3)) == 0) ++t.double_sold;
     return outcome::done;
   }
 
@@ -692,8 +716,14 @@ void prepare(redis_client& admin, run_context& ctx, const load& l, std::uint64_t
 // After a run, off the clock: the books must balance whatever the variant, or two workers
 // touched one item at once. Every listing put one entry on the market and every purchase took
 // one off, moved one item into a buyer's inventory and moved its price from buyer to seller.
-// Returns "" if all holds, else what does not.
-std::string audit(redis_client& admin, const load& l, std::uint64_t listed, std::uint64_t bought) {
+// Also counts the items that sit in more than one buyer's inventory (extra copies: an item sold
+// twice counts 1), which only a variant without a lock (no-lock) can produce.
+struct audit_result {
+  std::string problems;  // "" if all holds, else what does not
+  std::int64_t extra_copies = 0;
+};
+
+audit_result audit(redis_client& admin, const load& l, std::uint64_t listed, std::uint64_t bought) {
   std::string problems;
   auto expect = [&](const std::string& what, std::int64_t got, std::int64_t want) {
     if (got != want) {
@@ -713,14 +743,25 @@ std::string audit(redis_client& admin, const load& l, std::uint64_t listed, std:
   for (int i = 0; i < l.listers; ++i) {
     earned += to_int(admin.command({"HGET", "users:" + user_id('L', i), "funds"}));
   }
+  // Distinct items over all buyers' inventories, counted server-side (no item ids cross the
+  // network); the scratch key is gone before the caller counts the keys left.
+  const std::string scratch = "market-audit:union";
+  std::vector<std::string> union_args{"SUNIONSTORE", scratch};
+  for (int j = 0; j < l.buyers; ++j)
+    union_args.push_back("inventory:" + user_id('B', j));
+  const auto distinct = to_int(admin.command(union_args));
+  admin.command({"DEL", scratch});
+  const std::int64_t extra_copies = in_inventories - distinct;
   expect("items in buyers' inventories", in_inventories, static_cast<std::int64_t>(bought));
+  expect("items in more than one buyer's inventory", extra_copies, 0);
   expect("funds earned by sellers", earned, spent);
-  return problems;
+  return {problems, extra_copies};
 }
 
 struct run_result {
-  std::string audit;      // "" when the books balance
-  std::int64_t keys = 0;  // DBSIZE at the end: shows per-item keys a lock leaves behind
+  std::string audit;              // "" when the books balance
+  std::int64_t extra_copies = 0;  // items in more than one buyer's inventory
+  std::int64_t keys = 0;          // DBSIZE at the end: shows per-item keys a lock leaves behind
   row r;
   std::vector<double> lister_rates;  // items listed per second, per lister
   tally sum;
@@ -820,6 +861,7 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
     s.refills += t.refills;
     s.release_failures += t.release_failures;
     s.empty_market += t.empty_market;
+    s.double_sold += t.double_sold;
     s.lock_waits += t.lock_waits;
     s.lock_wait_ms += t.lock_wait_ms;
     s.lock_wait_max_ms = std::max(s.lock_wait_max_ms, t.lock_wait_max_ms);
@@ -848,39 +890,32 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   }
   r.p50_ms = percentile(s.ok_ms, 50);
   r.p99_ms = percentile(s.ok_ms, 99);
-  out.audit = audit(admin, l, s.listed, s.bought);
+  auto checked = audit(admin, l, s.listed, s.bought);
+  out.audit = std::move(checked.problems);
+  out.extra_copies = checked.extra_copies;
   out.keys = to_int(admin.command({"DBSIZE"}));
   return out;
 }
 
-std::string format_number(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-// 1234567 -> "1,234,567".
-std::string grouped(std::uint64_t v) {
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-// Milliseconds with enough digits to tell small values apart.
-std::string ms_text(double ms) {
-  if (ms <= 0) return "-";
-  return format_number(ms, ms < 10 ? 2 : ms < 100 ? 1 : 0);
-}
-
-std::string load_text(int listers, int buyers) {
-  return std::to_string(listers) + "/" + std::to_string(buyers);
-}
-
 }  // namespace
+
+namespace detail {
+
+std::string_view book_variant(std::string_view variant) {
+  for (const auto& v : variant_table) {
+    if (v.name == variant) return v.book;
+  }
+  return {};
+}
+
+bool unsafe_by_design(std::string_view variant) {
+  for (const auto& v : variant_table) {
+    if (v.name == variant) return v.kind == variant_kind::no_lock;
+  }
+  return false;
+}
+
+}  // namespace detail
 
 const std::vector<std::string>& all_variants() {
   static const std::vector<std::string> names = [] {
@@ -949,14 +984,25 @@ report run(const options& o) {
           grouped(r.retries) + ", stale " + grouped(r.stale) + ", timeouts " + grouped(r.timeouts) +
           ", " + format_number(r.per_second(), 0) + " listed+bought/s, purchase p99 " +
           ms_text(r.p99_ms) + " ms");
-      if (!res.audit.empty()) say(label + ": AUDIT FAILED: " + res.audit);
+      const bool unsafe = v->kind == variant_kind::no_lock;
+      if (!res.audit.empty()) {
+        say(label +
+            (unsafe ? ": books do not balance (no lock: expected, not a failure): "
+                    : ": AUDIT FAILED: ") +
+            res.audit);
+      }
 
       const auto ops = static_cast<double>(std::max<std::uint64_t>(1, r.listed + r.bought));
       nlohmann::json detail = {
           {"variant", r.variant},
           {"listers", r.listers},
           {"buyers", r.buyers},
-          {"audit", res.audit.empty() ? std::string("ok") : res.audit},
+          {"audit", res.audit.empty() ? std::string("ok")
+                    : unsafe          ? "unsafe by design (no lock): " + res.audit
+                                      : res.audit},
+          {"unsafe_by_design", unsafe},
+          {"double_sold", res.sum.double_sold},
+          {"items_in_several_inventories", res.extra_copies},
           {"keys_at_end", res.keys},
           {"inventory_per_lister", stock},
           {"trial_lister_rate_per_s", std::round(rate)},
@@ -976,7 +1022,7 @@ report run(const options& o) {
           {"server_cpu_s", std::round(res.server_cpu * 100) / 100},
           {"client_cpu_s", std::round(res.client_cpu * 100) / 100},
       };
-      if (v->kind != variant_kind::watch && v->kind != variant_kind::script) {
+      if (uses_lock(v->kind)) {
         auto& sum = res.sum;
         const bool known = !uses_dlock(v->kind) || o.dlock.try_first;
         const auto calls = static_cast<double>(std::max<std::size_t>(1, sum.release_us.size()));
@@ -1050,7 +1096,8 @@ report run(const options& o) {
          "then are abandoned and counted nowhere; calls waiting for a lock finish "
          "and count; seconds is measured to the last worker's stop"}}},
       {"work_under_lock",
-       "as the book's purchase_item_with_lock, identical in all four lock variants: no WATCH; "
+       "as the book's purchase_item_with_lock, identical in all four lock variants and in "
+       "no-lock (which runs it without any lock): no WATCH; "
        "MULTI ZSCORE HGET EXEC, check price and funds, then MULTI HINCRBY seller, HINCRBY "
        "buyer, SADD inventory, ZREM market EXEC (each a transactional pipeline: one round "
        "trip). Listing: SISMEMBER, then MULTI ZADD SREM EXEC"},
@@ -1088,12 +1135,23 @@ report run(const options& o) {
         {"fencing_keys",
          "every grant INCRs the lock's fencing counter (dlock/keys.hpp), which is never "
          "deleted: dlock-fine leaves one counter key per item listed"}}},
+      {"no_lock",
+       "the lock variants' work (the same commands, each worker on its own connection) with no "
+       "lock at all: what the work alone sustains, a ceiling for what locking costs. NOT safe: "
+       "two buyers can buy one item (both pay, the seller is paid twice; counted as double_sold "
+       "and items_in_several_inventories, and bought counts every purchase whose EXEC ran); "
+       "its audit reports what it found and never fails the run"},
       {"script", "list and purchase each as one Lua script (EVALSHA): the no-lock ceiling"},
       {"counters",
        {{"retries",
          "failed EXECs inside purchase calls (lock polling and list retries are "
          "not counted)"},
         {"stale", "purchase calls that found the item gone or repriced"},
+        {"double_sold",
+         "(runs) purchases whose ZREM found the market entry already gone: another buyer had "
+         "bought the item between this one's read and write; 0 under any lock"},
+        {"items_in_several_inventories",
+         "(runs) audit: sum of the buyers' inventory sizes minus the size of their union"},
         {"timeouts", "list and purchase calls that hit the book's limit (5 s, 10 s, 10 s lock)"},
         {"wait_ms_a", "mean wall time of successful purchase calls"},
         {"wait_ms_b", "all buyer time inside purchase calls (any outcome) / items bought"},
@@ -1102,172 +1160,6 @@ report run(const options& o) {
       {"runs", runs},
   };
   return rep;
-}
-
-// ---- reporting ----------------------------------------------------------------------------------
-
-namespace {
-
-// The book's Table 6.3 (seeds/README.md): 60 s runs. A '<' figure is an upper bound.
-struct book_row {
-  int listers, buyers;
-  std::string_view variant;
-  std::string_view listed, bought, retries, wait;
-  double l, b, r;  // the figures as numbers (bounds taken at face value)
-  bool b_bound, r_bound;
-};
-
-constexpr book_row book_table[] = {
-    {1, 1, "no lock", "145,000", "27,000", "80,000", "14 ms", 145000, 27000, 80000, false, false},
-    {1, 1, "with lock", "51,000", "50,000", "0", "1 ms", 51000, 50000, 0, false, false},
-    {1, 1, "fine-grained lock", "113,000", "110,000", "0", "<1 ms", 113000, 110000, 0, false,
-     false},
-    {5, 1, "no lock", "331,000", "<200", "50,000", "150 ms", 331000, 200, 50000, true, false},
-    {5, 1, "with lock", "68,000", "13,000", "<10", "5 ms", 68000, 13000, 10, false, true},
-    {5, 1, "fine-grained lock", "192,000", "36,000", "0", "<2 ms", 192000, 36000, 0, false, false},
-    {5, 5, "no lock", "206,000", "<600", "161,000", "498 ms", 206000, 600, 161000, true, false},
-    {5, 5, "with lock", "21,000", "20,500", "0", "14 ms", 21000, 20500, 0, false, false},
-    {5, 5, "fine-grained lock", "116,000", "111,000", "0", "<3 ms", 116000, 111000, 0, false,
-     false},
-};
-
-const book_row* book_match(const row& r) {
-  std::string_view variant;
-  for (const auto& v : variant_table) {
-    if (v.name == r.variant) variant = v.book;
-  }
-  if (variant.empty()) return nullptr;
-  for (const auto& b : book_table) {
-    if (b.listers == r.listers && b.buyers == r.buyers && b.variant == variant) return &b;
-  }
-  return nullptr;
-}
-
-std::string ratio_text(double num, double den, int decimals) {
-  if (den <= 0) return num > 0 ? "inf" : "-";
-  return format_number(num / den, decimals);
-}
-
-// A plain-text table; the first `left` columns are left-aligned, the rest right-aligned.
-std::string render(const std::vector<std::vector<std::string>>& rows, std::size_t left,
-                   const std::vector<std::size_t>& gaps_after = {}) {
-  std::vector<std::size_t> width;
-  for (const auto& r : rows) {
-    width.resize(std::max(width.size(), r.size()), 0);
-    for (std::size_t c = 0; c < r.size(); ++c)
-      width[c] = std::max(width[c], r[c].size());
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      if (c > 0) {
-        line += "  ";
-        if (std::find(gaps_after.begin(), gaps_after.end(), c - 1) != gaps_after.end()) {
-          line += "| ";
-        }
-      }
-      const auto pad = std::string(width[c] - r[c].size(), ' ');
-      line += c < left ? r[c] + pad : pad + r[c];
-    }
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string render_table(const report& rep) {
-  std::string out;
-  double secs = 0;
-  for (const auto& r : rep.rows)
-    secs = std::max(secs, r.seconds);
-  const auto per_run =
-      rep.choices.contains("seconds_per_run") ? rep.choices["seconds_per_run"].get<double>() : secs;
-  out += "Marketplace (Redis in Action 6.2), " + format_number(per_run, 1) +
-         " s per run; purchase latency columns are successful calls only\n\n";
-
-  std::vector<std::vector<std::string>> t{{"load", "variant", "listed", "bought", "retries",
-                                           "stale", "timeouts", "wait a ms", "wait b ms", "p50 ms",
-                                           "p99 ms", "listed+bought/s"}};
-  for (const auto& r : rep.rows) {
-    t.push_back({load_text(r.listers, r.buyers), r.variant, grouped(r.listed), grouped(r.bought),
-                 grouped(r.retries), grouped(r.stale), grouped(r.timeouts), ms_text(r.wait_ms_a),
-                 ms_text(r.wait_ms_b), ms_text(r.p50_ms), ms_text(r.p99_ms),
-                 format_number(r.per_second(), 0)});
-  }
-  out += render(t, 2);
-
-  out += "\nBeside the book's Table 6.3 (60 s runs; same load, matching book variant)\n\n";
-  std::vector<std::vector<std::string>> b{
-      {"load", "variant", "L:B", "retries/bought", "wait b ms", "listed+bought/s", "book variant",
-       "listed", "bought", "retries", "wait", "L:B", "retries/bought", "listed+bought/s"}};
-  for (const auto& r : rep.rows) {
-    std::vector<std::string> line{
-        load_text(r.listers, r.buyers),
-        r.variant,
-        ratio_text(static_cast<double>(r.listed), static_cast<double>(r.bought), 2),
-        ratio_text(static_cast<double>(r.retries), static_cast<double>(r.bought), 2),
-        ms_text(r.wait_ms_b),
-        format_number(r.per_second(), 0)};
-    if (const auto* k = book_match(r)) {
-      const std::string more = k->b_bound ? ">" : "";
-      const std::string fewer = k->r_bound ? "<" : k->b_bound && k->r > 0 ? ">" : "";
-      line.insert(line.end(),
-                  {std::string(k->variant), std::string(k->listed), std::string(k->bought),
-                   std::string(k->retries), std::string(k->wait), more + ratio_text(k->l, k->b, 2),
-                   k->r > 0 ? fewer + ratio_text(k->r, k->b, k->r_bound ? 3 : 2) : "0",
-                   format_number((k->l + k->b) / 60.0, 0)});
-    } else {
-      line.insert(line.end(), {"-", "", "", "", "", "", "", ""});
-    }
-    b.push_back(std::move(line));
-  }
-  out += render(b, 2, {5});
-  if (rep.choices.contains("runs")) {
-    std::string failed;
-    for (const auto& run : rep.choices["runs"]) {
-      if (run.value("audit", "ok") == "ok") continue;
-      failed += "  " + run.value("variant", "?") + " " +
-                load_text(run.value("listers", 0), run.value("buyers", 0)) + ": " +
-                run.value("audit", "") + "\n";
-    }
-    out += failed.empty()
-               ? "\nAudit: every run's books balance (market size, items bought, money moved).\n"
-               : "\nAUDIT FAILED - two workers acted on one item at once:\n" + failed;
-  }
-  out +=
-      "\nComparable with the book: the shapes, as ratios within a row - L:B (listed per bought; "
-      "under locks it should track listers:buyers), retries per bought (the WATCH explosion), "
-      "and how the rows of one load rank. Roughly comparable: wait per purchase (the book's "
-      "'average wait per purchase' is closest to our 'wait b': buyer time over items bought). "
-      "Not comparable: absolute counts and rates (the book ran Python clients for 60 s on 2013 "
-      "hardware; ours are C++ threads for the seconds above, on a shared 2-vCPU machine with "
-      "the server on it); compare dlock's rows with the book's algorithms measured in this "
-      "same run instead.\n";
-  return out;
-}
-
-nlohmann::json to_json(const report& rep) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : rep.rows) {
-    rows.push_back({{"variant", r.variant},
-                    {"listers", r.listers},
-                    {"buyers", r.buyers},
-                    {"seconds", r.seconds},
-                    {"listed", r.listed},
-                    {"bought", r.bought},
-                    {"retries", r.retries},
-                    {"stale", r.stale},
-                    {"timeouts", r.timeouts},
-                    {"wait_ms_a", r.wait_ms_a},
-                    {"wait_ms_b", r.wait_ms_b},
-                    {"p50_ms", r.p50_ms},
-                    {"p99_ms", r.p99_ms}});
-  }
-  return {{"rows", rows}, {"choices", rep.choices}};
 }
 
 }  // namespace dlock::market

@@ -1,8 +1,8 @@
 // The Redis in Action §6.2 marketplace benchmark (docs/market.md), as a library: the
 // book's WATCH, lock and fine-grained-lock algorithms re-implemented, dlock's locks on the same
-// work, and a Lua-script ceiling, each run on a freshly flushed database at the book's three
-// loads. `dlock market` and `dlock_market_probe` call it; nothing here prints or parses
-// arguments.
+// work, the same work with no lock at all (unsafe: what locking costs), and a Lua-script ceiling,
+// each run on a freshly flushed database at the book's three loads. `dlock market` and
+// `dlock_market_probe` call it; nothing here prints or parses arguments.
 //
 // Data, as in the book: `market:` (ZSET, member "<itemid>.<sellerid>", score = price),
 // `users:<id>` (HASH: name, funds), `inventory:<id>` (SET of item ids). Every run starts with
@@ -62,7 +62,7 @@ struct options {
   dlock_settings dlock;
 };
 
-/// watch, book-lock, book-fine, dlock-coarse, dlock-fine, script.
+/// watch, book-lock, book-fine, dlock-coarse, dlock-fine, no-lock, script.
 const std::vector<std::string>& all_variants();
 
 /// One run: one variant at one load.
@@ -98,13 +98,18 @@ struct report {
 /// `std::runtime_error` (no redis-server to embed).
 report run(const options& o);
 
-/// Our rows, then the same rows beside the book's Table 6.3 (same load, matching book variant:
-/// watch ↔ "no lock", book-lock and dlock-coarse ↔ "with lock", book-fine and dlock-fine ↔
-/// "fine-grained lock"), and notes on which columns compare.
+/// Our rows; per load, dlock-fine's listed+bought/s over book-fine's and over no-lock's; the same
+/// rows beside the book's Table 6.3 (same load, matching book variant: watch ↔ "no lock",
+/// book-lock and dlock-coarse ↔ "with lock", book-fine and dlock-fine ↔ "fine-grained lock");
+/// what the audits found (no-lock's apart: unsafe by design, never a failure), and notes on which
+/// columns compare.
 std::string render_table(const report& r);
 
 /// {"rows":[{"variant","listers","buyers","seconds","listed","bought","retries","stale",
-/// "timeouts","wait_ms_a","wait_ms_b","p50_ms","p99_ms"}…], "choices":{…}}
+/// "timeouts","wait_ms_a","wait_ms_b","p50_ms","p99_ms"}…],
+///  "ratios":[{"listers","buyers","dlock_fine_per_s","book_fine_per_s","no_lock_per_s",
+///  "dlock_fine_over_book_fine","dlock_fine_over_no_lock"}…] (one per load; null where a variant
+///  did not run), "choices":{…}}
 nlohmann::json to_json(const report& r);
 
 }  // namespace dlock::market

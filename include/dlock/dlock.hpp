@@ -2,6 +2,7 @@
 #pragma once
 
 // Locks, leases and the client that hands them out.
+#include "dlock/async.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fencing.hpp"

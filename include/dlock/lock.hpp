@@ -5,6 +5,7 @@
 #include "dlock/export.hpp"
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -12,8 +13,10 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "dlock/async.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/thread_annotations.hpp"
 
@@ -25,6 +28,7 @@ namespace detail {
 class lock_core;
 class lock_kind;
 struct lock_handle;
+struct async_access;
 }  // namespace detail
 
 /// Who holds a lock, as the server sees it.
@@ -129,13 +133,37 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// `try_acquire` for errors that waiting cannot fix.
   lease acquire(const lease_options& options = {});
 
-  /// Asynchronous acquisition: returns at once; `done` runs on the client's I/O thread when the
-  /// lock is granted, the wait (`wait`; negative = one attempt; `milliseconds::max()` = forever)
-  /// ends, or an error occurs. No thread is parked while it waits. Never throws; argument
-  /// errors are reported through `done`. A reentrant acquisition is owned by
-  /// `options.owner`, else by the calling thread.
-  void acquire_async(std::chrono::milliseconds wait, acquire_callback done,
-                     lease_options options = {});
+  /// Asynchronous acquisition: returns at once; `done` (anything an `acquire_callback` can be
+  /// made from) runs on the client's I/O thread, exactly once, when the lock is granted, the
+  /// wait (`wait`; negative = one attempt; `milliseconds::max()` = forever) ends, the
+  /// acquisition is cancelled, or an error occurs. No thread is parked while it waits. Never
+  /// throws; argument errors are reported through `done`. A reentrant acquisition is owned by
+  /// `options.owner`, else by the calling thread. The handle returned cancels it
+  /// (`acquire_handle::cancel`: `done` then sees errc::cancelled); ignoring it is fine.
+  template <std::convertible_to<acquire_callback> Callback>
+  acquire_handle acquire_async(std::chrono::milliseconds wait, Callback&& done,
+                               lease_options options = {}) {
+    return start_async(wait, acquire_callback(std::forward<Callback>(done)), std::move(options),
+                       false);
+  }
+  /// The same for a C++20 coroutine: `dlock::lease l = co_await lock.acquire_async(10s);`.
+  /// Yields the lease (empty if not acquired within `wait`) or throws `dlock::error`; the
+  /// acquisition starts when awaited, and the coroutine continues on the client's I/O thread
+  /// (see `acquire_awaitable`: do not block there). Stopping `cancel` while it waits ends it
+  /// with errc::cancelled, holding nothing; a token stopped before the `co_await` sends
+  /// nothing. Without `options.owner`, a reentrant acquisition has an owner of its own, not the
+  /// calling thread.
+  ///
+  /// GCC 12 mishandles temporaries of class type inside a `co_await` expression (they are
+  /// destroyed twice): pass `options` as a named variable, or make the awaitable in a statement
+  /// of its own (`auto acquiring = lock.acquire_async(10s, {.lease_time = 5s});`, then
+  /// `co_await acquiring;`). Clang 14 has no such trouble.
+  [[nodiscard]] acquire_awaitable acquire_async(std::chrono::milliseconds wait);
+  [[nodiscard]] acquire_awaitable acquire_async(std::chrono::milliseconds wait,
+                                                const lease_options& options);
+  [[nodiscard]] acquire_awaitable acquire_async(std::chrono::milliseconds wait,
+                                                const lease_options& options,
+                                                std::stop_token cancel);
   /// The same, as a future: yields the lease (empty if not acquired) or throws `dlock::error`.
   std::future<lease> acquire_future(std::chrono::milliseconds wait, lease_options options = {});
 
@@ -194,7 +222,12 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   std::shared_ptr<detail::lock_handle> handle_;
 
  private:
+  friend struct detail::async_access;
   bool keep(lease l);
+  /// Both asynchronous forms, and dlock/asio.hpp's: `own_owner` gives a reentrant acquisition
+  /// without `options.owner` an owner of its own instead of the calling thread.
+  acquire_handle start_async(std::chrono::milliseconds wait, acquire_callback done,
+                             lease_options options, bool own_owner);
 };
 
 /// A reentrant lock with Redisson's RLock layout (a hash of owner → hold count), so dlock and

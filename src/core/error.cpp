@@ -44,6 +44,8 @@ class dlock_category final : public std::error_category {
         return "too few replicas acknowledged the grant";
       case errc::upgrade_conflict:
         return "another holder is already upgrading to the write lock";
+      case errc::cancelled:
+        return "cancelled";
     }
     return "unknown dlock error";
   }

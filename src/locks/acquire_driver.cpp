@@ -7,8 +7,11 @@
 
 namespace dlock::detail {
 
-void lock_core::acquire(acquire_request r) {
+acquire_handle lock_core::acquire(acquire_request r) {
   auto o = std::make_shared<op>(this, std::move(r));
+  acquire_handle handle;
+  handle.io_ = io_;
+  handle.op_ = o;
   o->node = topology_->nodes_for(o->req.names->name).front();
   {
     lock_guard lock(ops_mutex_);
@@ -32,12 +35,17 @@ void lock_core::acquire(acquire_request r) {
     o->direct_claim = o->may_queue;
     if (o->direct_claim) activity_.publish_direct(o->req.names->channel, o);
     submit_attempt(o, step.until);
-    return;
+    return handle;
   }
   io().post([o] { o->core->start(o); });
+  return handle;
 }
 
 void lock_core::start(const std::shared_ptr<op>& o) {
+  // Cancelled before it started: a cancel posted from another thread can overtake this start
+  // when the acquisition was made on the I/O thread (asio runs posts made inside a handler after
+  // it returns).
+  if (o->finished) return;
   const auto now = steady::now();
   if (!o->may_queue) {
     run_step(o, o->machine.start(now));
@@ -84,7 +92,11 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
       if (std::exchange(o.direct_claim, false)) activity.add_local(o.req.names->channel, -1, true);
     }
   } claim{activity_, *o};
-  if (o->finished) return;
+  if (o->finished) {
+    // Cancelled while this attempt was out: whatever it brings back is undone (cancel.cpp).
+    if (o->settling) settle_cancelled(o, ec, r);
+    return;
+  }
   const auto now = steady::now();
   o->machine.note_round_trip(now - sent_at);
   if (ec == errc::not_replicated) {
@@ -233,14 +245,8 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   }
   ++o->timer_epoch;
   o->timer.cancel();
-  if (o->queued) leave_queue(o, static_cast<bool>(result.held));
-  // A waiter that gave up (or failed) hands back its place on the server at once, rather than
-  // leaving the others to wait out its waiter lease.
-  if (!result.held && o->may_queue && o->req.kind->keeps_waiter_place() &&
-      o->machine.attempts() > 0) {
-    o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
-                         [](std::error_code, reply) {});
-  }
+  // A cancelled acquisition whose attempt is still out steps aside once its reply is in
+  // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
   if (!result.held && !result.error && o->unreplicated) {
     result.error = errc::not_replicated;
     result.message = "lock '" + o->req.names->name + "' was granted, but fewer than " +
@@ -249,12 +255,36 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
                      std::to_string(options_.replica_ack_timeout.count()) +
                      " ms, each time the wait allowed; it was undone";
   }
-  auto done = std::move(o->req.done);
-  try {
-    done(std::move(result));
-  } catch (...) {
-    // User callbacks run on the I/O thread; nothing may escape into it.
+  // Shared: std::function needs a copyable target, and a lease is move-only.
+  auto deliver = [done = std::move(o->req.done),
+                  result = std::make_shared<acquire_result>(std::move(result))]() mutable {
+    try {
+      done(std::move(*result));
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+  };
+  if (o->settling) {
+    deliver();
+    return;
   }
+  // A waiter that gave up hears so once its place on the server is gone: whoever it tells next
+  // (another client reading the queue) must not still find it there.
+  step_aside(o, static_cast<bool>(result.held), std::move(deliver));
+}
+
+// Hands back a waiter's place on the server at once, rather than leaving the others to wait out
+// its waiter lease.
+void lock_core::step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then) {
+  if (o->queued) leave_queue(o, held);
+  if (!held && o->may_queue && o->req.kind->keeps_waiter_place() && o->machine.attempts() > 0) {
+    o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
+                         [then = std::move(then)](std::error_code, reply) {
+                           if (then) then();
+                         });
+    return;
+  }
+  if (then) then();
 }
 
 void lock_core::fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply) {

@@ -30,7 +30,10 @@ struct lock_core::op {
   bool woken_during_attempt = false;
   bool finished = false;
   bool unreplicated = false;  // a grant was undone because too few replicas acknowledged it
-  reply last_error;           // the server's error reply behind the last failed attempt, if any
+  // Cancelled with an attempt out: finished for its caller, but it keeps its place in the local
+  // queue until the attempt's reply is in and any grant it brings is undone (cancel.cpp).
+  bool settling = false;
+  reply last_error;  // the server's error reply behind the last failed attempt, if any
 };
 
 struct lock_core::runtime {

@@ -1,5 +1,5 @@
 // The public client and lock types: thin handles over lock_core. Introspection is in
-// inspect.cpp, the lease in lease.cpp.
+// inspect.cpp, the lease in lease.cpp, the asynchronous entry points in async.cpp.
 #include <future>
 
 #include "core/one_shot.hpp"
@@ -158,22 +158,6 @@ lease basic_lock::try_acquire_for(std::chrono::milliseconds wait, const lease_op
 
 lease basic_lock::acquire(const lease_options& options) {
   return try_acquire_until(steady::time_point::max(), options);
-}
-
-void basic_lock::acquire_async(std::chrono::milliseconds wait, acquire_callback done,
-                               lease_options options) {
-  auto& core = *handle_->core;
-  detail::acquire_limits limits;
-  const auto now = steady::now();
-  limits.single_attempt = wait.count() <= 0;
-  limits.deadline = limits.single_attempt ? now : detail::saturating_add(now, wait);
-  try {
-    core.acquire(core.make_request(*handle_, options, limits, done));
-  } catch (const error& e) {
-    core.io().post([done = std::move(done), ec = e.code(), what = std::string(e.what())] {
-      done({{}, ec, what});
-    });
-  }
 }
 
 std::future<lease> basic_lock::acquire_future(std::chrono::milliseconds wait,

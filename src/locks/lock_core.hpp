@@ -2,6 +2,7 @@
 // watchdog that renews them and the expiry watch that declares them lost, and the acquisitions
 // in progress with their waiter queues. The concepts live in their own files:
 //   acquire_driver.cpp  one acquisition: attempts, waits, born-dead grants, finishing
+//   cancel.cpp          cancelling one, and undoing the grant an attempt then in flight brings
 //   waiting.cpp         waiter queues, subscriptions, unlock messages (waiter_queue.hpp decides)
 //   release.cpp         releases and extensions, and the echo of our own unlock messages
 //   watchdog.cpp        renewal rounds (renewal_plan.hpp groups them) and the expiry watch
@@ -16,9 +17,11 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -60,8 +63,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Builds an acquisition from user arguments (validates them; throws errc::invalid_argument).
   acquire_request make_request(const lock_handle& h, const lease_options& o, acquire_limits limits,
                                acquire_callback done);
-  /// Starts an acquisition; `r.done` runs on the I/O thread exactly once.
-  void acquire(acquire_request r);
+  /// Starts an acquisition; `r.done` runs on the I/O thread exactly once. The handle cancels it.
+  acquire_handle acquire(acquire_request r);
+  /// Ends the acquisition `target` (an op, or expired) with errc::cancelled if it has not
+  /// completed: posted to `io`, its client's I/O thread. Any thread; never blocks; needs no
+  /// reference to the client (cancel.cpp).
+  static void cancel(net::io_thread& io, std::weak_ptr<void> target) noexcept;
   /// Acquires through `h` by `deadline` (in the past: one attempt), blocking the caller: the
   /// lease, or an empty one. Throws as basic_lock::try_acquire_until (also on the I/O thread).
   lease acquire_until(const lock_handle& h, const lease_options& o, steady::time_point deadline);
@@ -81,6 +88,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void release_async(lease_state& hold, std::function<void(release_outcome)> done) noexcept;
   /// Extends a hold's grant to `lease_time` from now.
   bool extend(lease_state& hold, std::chrono::milliseconds lease_time);
+  /// Waits, until `until` at the latest, for every release sent without waiting (a lease's
+  /// destructor, release_async) to be answered. Not on the I/O thread, which answers them.
+  void drain_releases(steady::time_point until) noexcept;
   /// Runs one script call on the node that serves `key`, waiting for the reply (introspection).
   reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
              std::span<const std::string_view> args);
@@ -130,10 +140,18 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void wake(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, acquire_result result);
   void fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply);
+  /// Leaves the local queue and, for a waiter that ends without the lock, hands back its place
+  /// on the server. `then` (may be empty) runs once that place is given back (when the server
+  /// answers), or at once if there was none.
+  void step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then = {});
   bool born_dead(const op& o, bool reentry, steady::time_point sent_at, steady::time_point now);
   void discard_uncertain_grant(const op& o);
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
+
+  // cancel.cpp (I/O thread)
+  void cancel_now(const std::shared_ptr<op>& o);
+  void settle_cancelled(const std::shared_ptr<op>& o, std::error_code ec, const reply& r);
 
   // How long a lingering subscription (lock_kind::lingers) outlives its last waiter.
   static constexpr std::chrono::seconds linger_time{2};
@@ -152,6 +170,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
   // release.cpp
   queue::release_note before_release(const std::string& channel);
+  void release_answered() noexcept;
   void after_release(const std::string& channel, queue::release_note note, const reply& r,
                      steady::duration round_trip);
 
@@ -173,6 +192,11 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   // construction, so read without a lock).
   std::map<const lock_kind*, std::unique_ptr<lock_kind>> redlock_kinds_;
   name_activity activity_;  // keyed by unlock channel, as the queues are
+  // Releases sent and not yet answered, and the wait of a closing client for them (release.cpp).
+  std::atomic<int> releases_in_flight_{0};
+  std::atomic<bool> draining_{false};
+  std::mutex drain_mutex_;
+  std::condition_variable drained_;
 
   mutex ops_mutex_;
   std::unordered_set<std::shared_ptr<op>> pending_ops_ DLOCK_GUARDED_BY(ops_mutex_);

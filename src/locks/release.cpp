@@ -50,6 +50,9 @@ void lock_core::release_async(lease_state& hold,
     // our own unlock message is recognised.
     const bool note_first = g->kind.release_echoes() && activity_.has_local(g->names->channel);
     const auto lease_time = grants_.lease_time(*g);
+    // Counted from here until its reply: a closing client waits for it (drain_releases), so a
+    // lease let go just before its client is not left to expire on the server.
+    releases_in_flight_.fetch_add(1, std::memory_order_relaxed);
     // `self` is not an owner, for the reason given at lock_core::op.
     auto send = [self = this, g, lease_time, done = std::move(done), note_first]() mutable {
       const auto note =
@@ -65,17 +68,26 @@ void lock_core::release_async(lease_state& hold,
         if (outcome != release_outcome::released) {
           self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
         }
-        if (!done) return;
-        try {
-          done(outcome);
-        } catch (...) {
+        if (done) {
+          try {
+            done(outcome);
+          } catch (...) {
+          }
         }
+        self->release_answered();
       };
       g->kind.release(self->call_for(*g->names, g->owner, lease_time, g->permits),
                       std::move(on_reply));
     };
     if (note_first && !io().in_io_thread()) {
-      io().post(std::move(send));
+      // Until it is sent, the release counts as local activity on the name, so that a later
+      // acquisition by this client cannot overtake it with a direct first attempt (which would
+      // find our own hold still there, and re-enter it).
+      activity_.add_local(g->names->channel, +1);
+      io().post([this, g, send = std::move(send)]() mutable {
+        send();
+        activity_.add_local(g->names->channel, -1);
+      });
     } else {
       send();
     }
@@ -83,6 +95,19 @@ void lock_core::release_async(lease_state& hold,
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
     report(release_outcome::unconfirmed);
   }
+}
+
+void lock_core::release_answered() noexcept {
+  if (releases_in_flight_.fetch_sub(1) == 1 && draining_.load()) {
+    std::lock_guard lock(drain_mutex_);
+    drained_.notify_all();
+  }
+}
+
+void lock_core::drain_releases(steady::time_point until) noexcept {
+  draining_.store(true);
+  std::unique_lock lock(drain_mutex_);
+  drained_.wait_until(lock, until, [this] { return releases_in_flight_.load() == 0; });
 }
 
 bool lock_core::extend(lease_state& hold, milliseconds lease_time) {

@@ -139,6 +139,9 @@ void lock_core::on_subscribed(const std::string& channel) {
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   it->second.confirmed = true;
+  // A lingering queue may have emptied before its subscription was confirmed (its waiter was
+  // cancelled, or its wait ended): nobody to wake.
+  if (it->second.empty()) return;
   // While we yield, the waiter we yielded to holds or is taking the lock; its release will be
   // heard now that we listen.
   if (activity_.yielding(channel, steady::now())) return;

@@ -291,7 +291,13 @@ void connection::on_bytes_read() {
     dispatch(std::move(r));
     if (e != epoch_) return;  // the reply's handler failed or closed the connection
   }
-  if (holding || std::exchange(write_deferred_, false)) start_write(true);
+  // The write waits for the handlers the replies queued on this thread (an asynchronous
+  // caller's next acquisition is started by one), so that what they submit leaves in it too.
+  if (holding || std::exchange(write_deferred_, false)) {
+    io_.post([this, e] {
+      if (e == epoch_) start_write(true);
+    });
+  }
 }
 
 void connection::dispatch(reply&& r) {

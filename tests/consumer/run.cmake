@@ -13,3 +13,6 @@ step(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -G Ninja
      "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_FLAGS}")
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step(${WORK_DIR}/build/consumer)
+if(EXISTS ${WORK_DIR}/build/consumer_asio)
+  step(${WORK_DIR}/build/consumer_asio)
+endif()

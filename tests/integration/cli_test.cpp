@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
@@ -312,13 +314,34 @@ TEST(CliMarket, RunsEveryRowAndPrintsTheDocumentedJson) {
   ASSERT_NE(start, std::string::npos) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(start));
   const auto& rows = j.at("rows");
-  ASSERT_EQ(rows.size(), 18u);  // 6 variants x 3 loads
+  ASSERT_EQ(rows.size(), 21u);  // 7 variants x 3 loads
+  std::set<std::string> variants;
   for (const auto& row : rows) {
     for (const char* field :
          {"variant", "listers", "buyers", "seconds", "listed", "bought", "retries", "stale",
           "timeouts", "wait_ms_a", "wait_ms_b", "p50_ms", "p99_ms"}) {
       EXPECT_TRUE(row.contains(field)) << field;
     }
+    variants.insert(row.at("variant").get<std::string>());
+  }
+  EXPECT_EQ(variants, (std::set<std::string>{"watch", "book-lock", "book-fine", "dlock-coarse",
+                                             "dlock-fine", "no-lock", "script"}));
+  // One ratio entry per load: dlock-fine over book-fine and over no-lock (listed+bought/s).
+  const auto& ratios = j.at("ratios");
+  ASSERT_EQ(ratios.size(), 3u);
+  for (const auto& x : ratios) {
+    for (const char* field :
+         {"listers", "buyers", "dlock_fine_per_s", "book_fine_per_s", "no_lock_per_s",
+          "dlock_fine_over_book_fine", "dlock_fine_over_no_lock"}) {
+      EXPECT_TRUE(x.contains(field)) << field;
+    }
+  }
+  // no-lock is unsafe by design: its audit reports what it found and says so.
+  for (const auto& run : j.at("choices").at("runs")) {
+    if (run.at("variant") != "no-lock") continue;
+    EXPECT_EQ(run.at("unsafe_by_design"), true);
+    EXPECT_TRUE(run.contains("double_sold"));
+    EXPECT_TRUE(run.contains("items_in_several_inventories"));
   }
   EXPECT_TRUE(j.at("choices").is_object());
   // A shared server is never flushed without being asked to.

@@ -16,10 +16,13 @@ using dlock::errc;
 
 const std::vector<errc>& all_errcs() {
   static const std::vector<errc> all = {
-      errc::invalid_argument, errc::invalid_url,  errc::connect_failed,  errc::auth_failed,
-      errc::tls_failed,       errc::timeout,      errc::connection_lost, errc::client_closed,
-      errc::protocol_error,   errc::server_error, errc::wrong_type,      errc::unexpected_reply,
-      errc::lease_lost,
+      errc::invalid_argument, errc::invalid_url,    errc::connect_failed,
+      errc::auth_failed,      errc::tls_failed,     errc::timeout,
+      errc::connection_lost,  errc::client_closed,  errc::protocol_error,
+      errc::server_error,     errc::wrong_type,     errc::unexpected_reply,
+      errc::lease_lost,       errc::server_busy,    errc::permission_denied,
+      errc::read_only,        errc::not_replicated, errc::upgrade_conflict,
+      errc::cancelled,
   };
   return all;
 }

@@ -1,0 +1,254 @@
+// dlock/asio.hpp — dlock's acquisitions and releases as asio asynchronous operations: any
+// completion token (a callback, asio::use_awaitable, asio::deferred, asio::use_future, ...),
+// completions on the handler's executor, per-operation cancellation through the handler's
+// cancellation slot. Optional: the one dlock header that includes asio (standalone asio,
+// `<asio/...>`, 1.22 or newer: Debian's libasio-dev); dlock/dlock.hpp does not include it, and
+// nothing in the dlock library depends on it.
+//
+//   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+//     dlock::lease held = co_await dlock::async_acquire(lock, 10s, asio::use_awaitable);
+//     if (!held) co_return;  // not acquired within 10 s
+//     ...
+//     co_await dlock::async_release(held, asio::use_awaitable);
+//   }, asio::detached);
+#pragma once
+
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/bind_allocator.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/error.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "dlock/async.hpp"
+#include "dlock/error.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
+
+namespace dlock {
+
+namespace detail {
+
+/// basic_lock's way in for this header, which the library does not compile.
+struct async_access {
+  static acquire_handle start(basic_lock& lock, std::chrono::milliseconds wait,
+                              acquire_callback done, lease_options options) {
+    return lock.start_async(wait, std::move(done), std::move(options), true);
+  }
+};
+
+/// One asio operation in flight: the handler, outstanding work on its executor (so that the
+/// executor's io_context::run() does not return before the completion), and, for an acquisition,
+/// the handle that cancels it. Shared by dlock's completion (on the client's I/O thread) and the
+/// cancellation slot's handler.
+template <class Handler>
+class asio_operation {
+ public:
+  using executor_type = asio::associated_executor_t<Handler, asio::system_executor>;
+  using allocator_type = asio::associated_allocator_t<Handler>;
+
+  explicit asio_operation(Handler&& handler)
+      : handler_(std::move(handler)),
+        work_(asio::get_associated_executor(*handler_, asio::system_executor())),
+        allocator_(asio::get_associated_allocator(*handler_)),
+        slot_(asio::get_associated_cancellation_slot(*handler_)) {}
+
+  /// Allocated with the handler's associated allocator.
+  static std::shared_ptr<asio_operation> make(Handler&& handler) {
+    using rebound = typename std::allocator_traits<allocator_type>::template rebind_alloc<char>;
+    const rebound allocator(asio::get_associated_allocator(handler));
+    return std::allocate_shared<asio_operation>(allocator, std::move(handler));
+  }
+
+  /// Installs the cancellation handler, if the handler has a slot: before the operation starts,
+  /// on the initiating thread, as asio's own operations do.
+  template <class Cancel>
+  void on_cancel(Cancel cancel) {
+    if (slot_.is_connected()) slot_.assign(std::move(cancel));
+  }
+
+  /// Hands the completion to the handler's executor (never runs it here, on dlock's thread), with
+  /// the handler's allocator; the slot is cleared there, before the handler runs.
+  template <class... Values>
+  static void complete(std::shared_ptr<asio_operation> self, Values... values) {
+    auto executor = self->work_.get_executor();
+    const auto allocator = self->allocator_;
+    const auto keep = self;
+    keep->poster_ = std::this_thread::get_id();
+    asio::post(executor,
+               asio::bind_allocator(
+                   allocator, [self = std::move(self), ... values = std::move(values)]() mutable {
+                     self->await_posted();
+                     if (self->slot_.is_connected()) self->slot_.clear();
+                     auto handler = std::move(*self->handler_);
+                     self->handler_.reset();
+                     // The work ends once the handler has run (this posted call counts until then).
+                     auto work = std::move(self->work_);
+                     self.reset();
+                     std::move(handler)(std::move(values)...);
+                   }));
+    keep->posted_.store(true, std::memory_order_release);
+    keep->posted_.notify_one();
+  }
+
+  /// The acquisition's handle, and whether cancellation was asked for before it was known.
+  std::mutex mutex;
+  acquire_handle handle;
+  bool cancel_requested = false;
+
+ private:
+  // asio::post still touches the executor's scheduler after it has queued the completion (an
+  // io_context signals a sleeping thread after unlocking): the handler, whose end may let the
+  // caller stop and destroy that io_context, runs only once dlock's thread is out of post().
+  void await_posted() {
+    if (std::this_thread::get_id() == poster_) return;  // an executor that ran it inside post()
+    while (!posted_.load(std::memory_order_acquire))
+      posted_.wait(false, std::memory_order_acquire);
+  }
+  std::atomic<bool> posted_{false};
+  std::thread::id poster_;
+
+  std::optional<Handler> handler_;
+  asio::executor_work_guard<executor_type> work_;
+  allocator_type allocator_;
+  asio::cancellation_slot slot_;
+};
+
+template <class Handler>
+struct asio_canceller {
+  std::shared_ptr<asio_operation<Handler>> op;
+  void operator()(asio::cancellation_type type) const {
+    // Terminal and partial cancellation: the acquisition ends holding nothing. Total
+    // cancellation (no observable side effects at all) is not offered: a grant on its way when
+    // the cancellation comes is undone, but it took a fencing token.
+    if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+        asio::cancellation_type::none) {
+      return;
+    }
+    acquire_handle handle;
+    {
+      std::lock_guard lock(op->mutex);
+      op->cancel_requested = true;
+      handle = op->handle;
+    }
+    handle.cancel();  // a no-op while the acquisition has not started (see initiate_acquire)
+  }
+};
+
+struct initiate_acquire {
+  basic_lock lock;  // a copy: deferred tokens initiate later, perhaps after the caller's is gone
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds wait, lease_options options) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    auto op = operation::make(std::move(handler));
+    op->on_cancel(asio_canceller<std::decay_t<Handler>>{op});
+    auto handle = async_access::start(
+        lock, wait,
+        [op](acquire_result r) {
+          std::error_code ec = r.error;
+          // Cancelled through the slot (the only way here): asio's code for it, which
+          // asio::use_awaitable throws as std::system_error and asio users test for.
+          if (ec == dlock::errc::cancelled) ec = asio::error::operation_aborted;
+          operation::complete(op, ec, std::move(r.held));
+        },
+        std::move(options));
+    bool cancel_now = false;
+    {
+      std::lock_guard lock_op(op->mutex);
+      op->handle = handle;
+      cancel_now = op->cancel_requested;
+    }
+    if (cancel_now) handle.cancel();
+  }
+};
+
+struct initiate_release {
+  template <class Handler>
+  void operator()(Handler&& handler, lease held) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    auto op = operation::make(std::move(handler));
+    held.release_async(
+        [op](bool released) { operation::complete(op, std::error_code(), released); });
+  }
+};
+
+}  // namespace detail
+
+/// Acquires `lock` as an asio asynchronous operation; completion signature
+/// `void(std::error_code, dlock::lease)`. Waits up to `wait` (negative: one attempt;
+/// `milliseconds::max()`: forever) as `basic_lock::try_acquire_for` does, without parking a
+/// thread. Not acquired within the wait is no error: an empty lease.
+///
+/// Errors: a `dlock::errc` (compare `ec == dlock::errc::wrong_type`), as `try_acquire` throws
+/// them (invalid_argument for a non-positive lease time, wrong_type, permission_denied, timeout,
+/// client_closed, ...); the server's own words are not carried (the callback form of
+/// `basic_lock::acquire_async` has them). With `asio::use_awaitable` an error is thrown as
+/// `std::system_error` (not `dlock::error`) with that code.
+///
+/// Where the handler runs: on its associated executor (`asio::bind_executor`, a coroutine's
+/// executor), always through `asio::post`, never inside this call and never on dlock's I/O
+/// thread; a handler without one runs on `asio::system_executor` (a thread of asio's system
+/// pool), so a plain lambda does not run on your io_context: wrap it in
+/// `asio::bind_executor(io, ...)`. Outstanding work is kept on the handler's executor until
+/// then, so its `io_context::run()` does not return early. Keep the executor's context alive until
+/// the handler has run. Memory comes from the handler's associated allocator.
+///
+/// Cancellation: the handler's associated cancellation slot (`asio::bind_cancellation_slot`,
+/// a coroutine's cancellation state, `asio::experimental::awaitable_operators`' `||`) with
+/// `cancellation_type::terminal` or `partial`: the operation completes with
+/// `asio::error::operation_aborted` and an empty lease, holding nothing, as
+/// `acquire_handle::cancel` describes (a grant on its way is undone on the server). If the
+/// completion was already on its way, the cancellation has no effect and the lease is
+/// delivered. `total` is not supported (an undone grant still consumed a fencing token).
+///
+/// Ownership: a reentrant, fair or read-write acquisition without `options.owner` gets an owner
+/// of its own, not the initiating thread's (which every coroutine on that thread would share).
+///
+/// The lock is copied (cheap), so a deferred operation may outlive the caller's lock object.
+///
+/// Two overloads rather than a default argument: GCC 12 destroys class-type temporaries of a
+/// `co_await` expression twice, and a defaulted `lease_options{}` would be one. With GCC 12 pass
+/// `options` as a named variable (not `{.lease_time = 5s}` inside the `co_await`).
+template <class CompletionToken>
+auto async_acquire(const basic_lock& lock, std::chrono::milliseconds wait, CompletionToken&& token,
+                   const lease_options& options) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, lease)>(
+      detail::initiate_acquire{lock}, token, wait, options);
+}
+
+/// `async_acquire` with default `lease_options`.
+template <class CompletionToken>
+auto async_acquire(const basic_lock& lock, std::chrono::milliseconds wait,
+                   CompletionToken&& token) {
+  return dlock::async_acquire(lock, wait, std::forward<CompletionToken>(token), lease_options{});
+}
+
+/// Releases `held` as an asio asynchronous operation; completion signature
+/// `void(std::error_code, bool released)`. `held` is emptied at once (by this call, also for a
+/// deferred token); `released` is what `lease::release` would have returned: true if the server
+/// confirmed it, false if the lock was no longer held by this lease, the server could not be
+/// reached (the lease then ends at its expiry; the watchdog has stopped renewing it), or the
+/// lease was empty. The error code is always success: a release never fails otherwise. The
+/// handler runs on its associated executor as `async_acquire`'s does; the operation cannot be
+/// cancelled.
+template <class CompletionToken>
+auto async_release(lease& held, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+      detail::initiate_release{}, token, std::move(held));
+}
+
+}  // namespace dlock
