@@ -245,8 +245,6 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   }
   ++o->timer_epoch;
   o->timer.cancel();
-  // A cancelled acquisition whose attempt is still out steps aside once its reply is in
-  // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
   if (!result.held && !result.error && o->unreplicated) {
     result.error = errc::not_replicated;
     result.message = "lock '" + o->req.names->name + "' was granted, but fewer than " +
@@ -255,6 +253,7 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
                      std::to_string(options_.replica_ack_timeout.count()) +
                      " ms, each time the wait allowed; it was undone";
   }
+  const bool held = static_cast<bool>(result.held);  // before `result` moves into `deliver`
   // Shared: std::function needs a copyable target, and a lease is move-only.
   auto deliver = [done = std::move(o->req.done),
                   result = std::make_shared<acquire_result>(std::move(result))]() mutable {
@@ -264,13 +263,15 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
       // User callbacks run on the I/O thread; nothing may escape into it.
     }
   };
+  // A cancelled acquisition whose attempt is still out steps aside once its reply is in
+  // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
   if (o->settling) {
     deliver();
     return;
   }
   // A waiter that gave up hears so once its place on the server is gone: whoever it tells next
   // (another client reading the queue) must not still find it there.
-  step_aside(o, static_cast<bool>(result.held), std::move(deliver));
+  step_aside(o, held, std::move(deliver));
 }
 
 // Hands back a waiter's place on the server at once, rather than leaving the others to wait out
