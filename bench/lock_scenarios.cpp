@@ -24,6 +24,7 @@
 
 #include "bench_support.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "rb_keys.hpp"
 
 namespace dlock::bench {
 
@@ -290,22 +291,6 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
 
 namespace {
 
-// Sets keys PREFIX000000000000 .. PREFIX(n-1) (12 digits, as redis-benchmark's __rand_int__)
-// to a value with a lease; returns how many it set.
-constexpr std::string_view populate_range =
-    "local from, to = tonumber(ARGV[1]), tonumber(ARGV[2]) "
-    "for i = from, to - 1 do "
-    "  redis.call('set', ARGV[3] .. string.format('%012d', i), ARGV[4], 'PX', ARGV[5]) "
-    "end "
-    "return to - from";
-// Deletes that range; returns how many keys were still there.
-constexpr std::string_view delete_range =
-    "local from, to, n = tonumber(ARGV[1]), tonumber(ARGV[2]), 0 "
-    "for i = from, to - 1 do "
-    "  n = n + redis.call('del', ARGV[3] .. string.format('%012d', i)) "
-    "end "
-    "return n";
-
 struct rb_context {
   const bench_settings& s;
   redis_client& control;
@@ -313,8 +298,8 @@ struct rb_context {
   std::string acquire_sha;
   std::string release_sha;
   std::string lease_ms;
-  script populate{std::string(populate_range)};
-  script unpopulate{std::string(delete_range)};
+  script populate{std::string(rb::populate_range)};
+  script unpopulate{std::string(rb::delete_range)};
 };
 
 struct rb_pair {
@@ -324,10 +309,7 @@ struct rb_pair {
   double pairs() const { return 1.0 / (1.0 / acquire_rps + 1.0 / release_rps); }
 };
 
-constexpr std::string_view rb_token = "0123456789abcdef0123456789abcdef";  // 32 hex, as dlock's
-constexpr std::string_view rb_acquire_prefix = "dlock-bench:rb:a:";
-constexpr std::string_view rb_release_prefix = "dlock-bench:rb:r:";
-constexpr std::int64_t populate_chunk = 100'000;  // keys per script call: short server stalls
+using rb::populate_chunk;
 
 void for_chunks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) {
   for (std::int64_t from = 0; from < n; from += populate_chunk) {
@@ -355,21 +337,21 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
   run.command = {"evalsha",
                  ctx.acquire_sha,
                  "2",
-                 std::string(rb_acquire_prefix) + "__rand_int__",
+                 std::string(rb::acquire_prefix) + "__rand_int__",
                  keys_of_lock("dlock-bench:rb").fence_counter,
-                 std::string(rb_token),
+                 std::string(rb::token),
                  ctx.lease_ms};
   out.acquire_rps = run_redis_benchmark(run);
-  delete_matching(ctx.control, {std::string(rb_acquire_prefix) + "*"});
+  delete_matching(ctx.control, {std::string(rb::acquire_prefix) + "*"});
 
   // Release: keys pre-set to the token it sends, so most calls take the real release path
   // (TYPE, GET, DEL, PUBLISH) rather than the cheap "not held" one.
   run.requests = requests_for(out.acquire_rps, seconds / 2, clients, pipeline);
   const std::int64_t keys = std::min<std::int64_t>(3 * run.requests, 2'000'000'000);
-  const std::string prefix(rb_release_prefix);
+  const std::string prefix(rb::release_prefix);
   for_chunks(keys, [&](std::int64_t from, std::int64_t to) {
     const std::string a = std::to_string(from), b = std::to_string(to);
-    const std::array<std::string_view, 5> args{a, b, prefix, rb_token, "600000"};
+    const std::array<std::string_view, 5> args{a, b, prefix, rb::token, "600000"};
     ctx.control.eval(ctx.populate, std::span<const std::string_view>(), args);
   });
   run.keyspace = keys;
@@ -378,7 +360,7 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
                  "2",
                  prefix + "__rand_int__",
                  keys_of_lock("dlock-bench:rb").unlock_channel,
-                 std::string(rb_token),
+                 std::string(rb::token),
                  "0",
                  "publish"};
   out.release_rps = run_redis_benchmark(run);

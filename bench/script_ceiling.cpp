@@ -14,34 +14,15 @@
 
 #include "bench_support.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "rb_keys.hpp"
 
 namespace dlock::bench {
 
 namespace {
 
-constexpr std::string_view rb_token = "0123456789abcdef0123456789abcdef";  // 32 hex, as dlock's
-constexpr std::string_view acquire_prefix = "dlock-bench:rb:a:";
-constexpr std::string_view release_prefix = "dlock-bench:rb:r:";
 constexpr std::string_view probe_prefix = "dlock-bench:rb:t:";
 constexpr std::string_view tag_placeholder = "{tag}";
 constexpr std::int64_t acquire_keyspace = 2'000'000'000;  // fresh keys: repeats are rare
-constexpr std::int64_t populate_chunk = 100'000;          // keys per script call
-
-// Sets keys PREFIX000000000000 .. PREFIX(n-1) (12 digits, as redis-benchmark's __rand_int__) to
-// a value with a lease; deletes that range, returning how many were still there. The same
-// scripts as the standalone ceiling's (lock_scenarios.cpp).
-constexpr std::string_view populate_range =
-    "local from, to = tonumber(ARGV[1]), tonumber(ARGV[2]) "
-    "for i = from, to - 1 do "
-    "  redis.call('set', ARGV[3] .. string.format('%012d', i), ARGV[4], 'PX', ARGV[5]) "
-    "end "
-    "return to - from";
-constexpr std::string_view delete_range =
-    "local from, to, n = tonumber(ARGV[1]), tonumber(ARGV[2]), 0 "
-    "for i = from, to - 1 do "
-    "  n = n + redis.call('del', ARGV[3] .. string.format('%012d', i)) "
-    "end "
-    "return n";
 
 // `text` with every "{tag}" replaced by `tag`.
 std::string with_tag(std::string text, const std::string& tag) {
@@ -93,8 +74,8 @@ struct script_ceiling::impl {
   std::string acquire_sha, release_sha, fence_sha;
   std::vector<master> masters;
   std::vector<target> targets;
-  script populate{std::string(populate_range)};
-  script unpopulate{std::string(delete_range)};
+  script populate{std::string(rb::populate_range)};
+  script unpopulate{std::string(rb::delete_range)};
 
   // The keys and channel as redis-benchmark is given them: "{tag}" on a cluster, replaced per
   // connection by its master's tag, so that the lock key, its fencing counter and its channel
@@ -111,8 +92,8 @@ struct script_ceiling::impl {
 
   std::vector<std::string> acquire_command() const {
     return {"evalsha",   acquire_sha,
-            "2",         std::string(acquire_prefix) + key_tag() + "__rand_int__",
-            fence_key(), std::string(rb_token),
+            "2",         std::string(rb::acquire_prefix) + key_tag() + "__rand_int__",
+            fence_key(), std::string(rb::token),
             lease_ms};
   }
   // The token the fence write-back raises the counter to is random: after the first runs the
@@ -123,8 +104,8 @@ struct script_ceiling::impl {
   }
   std::vector<std::string> release_command() const {
     return {"evalsha", release_sha,
-            "2",       std::string(release_prefix) + key_tag() + "__rand_int__",
-            channel(), std::string(rb_token),
+            "2",       std::string(rb::release_prefix) + key_tag() + "__rand_int__",
+            channel(), std::string(rb::token),
             "0",       publish()};
   }
 
@@ -236,22 +217,22 @@ struct script_ceiling::impl {
   }
 
   void set_release_keys(master& m, std::int64_t keys) {
-    const std::string prefix = std::string(release_prefix) + m.tag;
-    for (std::int64_t from = 0; from < keys; from += populate_chunk) {
+    const std::string prefix = std::string(rb::release_prefix) + m.tag;
+    for (std::int64_t from = 0; from < keys; from += rb::populate_chunk) {
       const std::string a = std::to_string(from);
-      const std::string b = std::to_string(std::min(keys, from + populate_chunk));
-      const std::array<std::string_view, 5> args{a, b, prefix, rb_token, "600000"};
+      const std::string b = std::to_string(std::min(keys, from + rb::populate_chunk));
+      const std::array<std::string_view, 5> args{a, b, prefix, rb::token, "600000"};
       m.control->eval(populate, std::span<const std::string_view>(), args);
     }
   }
 
   // Deletes what set_release_keys set; returns how many were still there.
   std::int64_t delete_release_keys(master& m, std::int64_t keys) {
-    const std::string prefix = std::string(release_prefix) + m.tag;
+    const std::string prefix = std::string(rb::release_prefix) + m.tag;
     std::int64_t left = 0;
-    for (std::int64_t from = 0; from < keys; from += populate_chunk) {
+    for (std::int64_t from = 0; from < keys; from += rb::populate_chunk) {
       const std::string a = std::to_string(from);
-      const std::string b = std::to_string(std::min(keys, from + populate_chunk));
+      const std::string b = std::to_string(std::min(keys, from + rb::populate_chunk));
       const std::array<std::string_view, 3> args{a, b, prefix};
       left += m.control->eval(unpopulate, std::span<const std::string_view>(), args).integer();
     }
@@ -320,7 +301,7 @@ std::vector<script_rates> script_ceiling::measure(int clients, int pipeline, dou
   for (std::size_t k = 0; k < n; ++k)
     out[k].acquire_rps = rps[k];
   for (auto& m : d.masters)
-    delete_matching(*m.control, {std::string(acquire_prefix) + "*"});
+    delete_matching(*m.control, {std::string(rb::acquire_prefix) + "*"});
 
   if (d.fence) {
     for (std::size_t k = 0; k < n; ++k) {

