@@ -5,7 +5,8 @@
 //            every master is released, those that did not answer included;
 //   renew    per hold, renewed when a majority renewed it, lost when a majority no longer holds
 //            it (the partial extensions are released), undecided otherwise;
-//   release  confirmed when a majority released, "not held" when a majority did not hold it.
+//   release  confirmed when a majority released, or released where it held and did not hold it
+//            on the rest of a majority; "not held" when a majority did not hold it.
 // On each master the keys, values and scripts are exactly the wrapped kind's: the simple kind is
 // node-redlock's and redsync's layout there, the reentrant kind a Redisson RLock.
 #pragma once

@@ -164,7 +164,8 @@ class redlock_protocol final : public lock_kind {
 
  private:
   // A release or a drop on every master: confirmed (the largest count any master returned) when
-  // a majority answered with an integer, "not held" (nil) when a majority answered nil,
+  // a majority answered with an integer, or (a release) when it freed the lock on some and a
+  // majority answered either that or nil; "not held" (nil) when a majority answered nil,
   // unconfirmed (the first error) otherwise. It waits for every master, each bounded by the
   // node timeout (a master that is down answers at once): a process that exits right after
   // unlock() must not leave its lock on the slower masters until the lease runs out.
@@ -230,6 +231,11 @@ class redlock_protocol final : public lock_kind {
                 if (st->counts[k] == 0) stale.push_back(nodes_now[k]);
               }
             }
+          } else if (is_release && held > 0 && kept == 0 && held + st->not_held >= needed) {
+            // A majority no longer holds it: those that freed it, and those where it was not
+            // ours (a master the grant's round found taken, by a holder whose release had not
+            // reached it yet). Confirmed: it is off a majority now.
+            out = reply::integer(largest);
           } else if (st->not_held >= needed) {
             out = reply();  // nil: a majority no longer held it
           } else {
