@@ -31,6 +31,8 @@ const char* const references_text =
     "  raw SET NX PX + compare-and-delete: SET key token NX PX 30000, then EVALSHA of a\n"
     "    GET/DEL script, through the same dlock::redis_client as the lock.\n"
     "  2 x PING: two PINGs per pair through that redis_client (one round trip each).\n"
+    "  its scripts by hand: the simple lock's own acquire and release scripts (EVALSHA)\n"
+    "    through that redis_client: the lock's server work without its client work.\n"
     "  redis-benchmark -c N -P P: the simple lock's acquire and release scripts (EVALSHA),\n"
     "    keys spread with -r. A pair is two requests, so its pairs/s =\n"
     "    1/(1/acquire rps + 1/release rps) = its requests/s over both runs / 2.\n"
