@@ -270,6 +270,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
   const auto& scripts = variants[5].totals;
   const auto ping_latency = summarize(std::move(variants[3].latencies_us));
   const auto raw_latency = summarize(std::move(variants[4].latencies_us));
+  const auto scripts_latency = summarize(std::move(variants[5].latencies_us));
   const double rtt_us = ping.rate() > 0 ? 1e6 / (2 * ping.rate()) : 0;
   std::vector<scenario_result> results;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -320,6 +321,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
     add_common(vs_scripts);
     add_extra(vs_scripts, "reference_commands_per_pair", scripts.per_step(scripts.commands));
     vs_scripts.dlock_latency_us = latency;
+    vs_scripts.reference_latency_us = scripts_latency;
     results.push_back(std::move(vs_scripts));
   }
   return results;
