@@ -373,11 +373,13 @@ TEST_F(Synchronizers, AFlushIsALostLeaseForEveryKindNeverASilentOne) {
   const auto fences_before = leases[0].fence();
   raw_redis(server().port())({"FLUSHALL"});
   for (auto& l : leases) {
+    // The stop token is signalled last (after lost_reason is set and on_lost has run): wait for
+    // it, then both must tell.
     const auto limit = std::chrono::steady_clock::now() + 5s;
-    while (!l.lost_reason() && std::chrono::steady_clock::now() < limit)
+    while (!l.stop_token().stop_requested() && std::chrono::steady_clock::now() < limit)
       std::this_thread::yield();
+    EXPECT_TRUE(l.stop_token().stop_requested()) << l.name();
     EXPECT_EQ(l.lost_reason(), lease_lost_reason::not_held) << l.name();
-    EXPECT_TRUE(l.stop_token().stop_requested());
   }
   auto again = c.fair(key("f")).try_acquire();
   ASSERT_TRUE(again);
