@@ -129,7 +129,8 @@ class DLOCK_API lease {
   /// Releases the hold without waiting for the server's answer (one round trip less on the
   /// caller's path: the release leaves ahead of anything this thread sends next through the same
   /// client, and an acquisition of the same name by this client never overtakes it). A client
-  /// being closed first waits, up to its command timeout, for such releases to be answered. `done`, if given, later runs on the client's I/O thread with what `release`
+  /// being closed first waits, up to its command timeout, for such releases to be answered.
+  /// `done`, if given, later runs on the client's I/O thread with what `release`
   /// would have returned (at once, on this thread, if the lease was already lost or is empty).
   /// Stops renewal before it returns. Never throws.
   void release_async(std::function<void(bool released)> done = {}) noexcept;
