@@ -20,6 +20,7 @@
 
 #include "dlock/asio.hpp"
 #include "dlock/dlock.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 // asio 1.22 has coroutines (asio::awaitable) with GCC's, not with Clang's standard ones.
@@ -32,16 +33,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-
-/// Until `done` holds, or fails the test after `limit`.
-template <class Check>
-void wait_until(Check done, std::chrono::milliseconds limit = 20s) {
-  const auto deadline = steady::now() + limit;
-  while (!done()) {
-    ASSERT_LT(steady::now(), deadline) << "the condition never came true";
-    std::this_thread::sleep_for(2ms);
-  }
-}
 
 /// An io_context run by a thread of its own (kept running by a work guard until destroyed).
 class io_runner {

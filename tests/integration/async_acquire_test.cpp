@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -70,29 +71,6 @@ spawned await_into(basic_lock lock, std::chrono::milliseconds wait, lease_option
   out.resumed_on = std::this_thread::get_id();
   out.resumed_at = steady::now();
   done.set_value(std::move(out));
-}
-
-/// Until `done` holds, or fails the test after `limit`.
-template <class Check>
-void wait_until(Check done, std::chrono::milliseconds limit = 20s) {
-  const auto deadline = steady::now() + limit;
-  while (!done()) {
-    ASSERT_LT(steady::now(), deadline) << "the condition never came true";
-    std::this_thread::sleep_for(2ms);
-  }
-}
-
-/// Calls of EVAL and EVALSHA the server has run.
-std::int64_t script_calls(raw_redis& raw) {
-  std::istringstream info(raw({"INFO", "commandstats"}).str());
-  std::int64_t total = 0;
-  for (std::string line; std::getline(info, line);) {
-    for (const char* name : {"evalsha", "eval"}) {
-      const std::string prefix = std::string("cmdstat_") + name + ":calls=";
-      if (line.rfind(prefix, 0) == 0) total += std::stoll(line.substr(prefix.size()));
-    }
-  }
-  return total;
 }
 
 /// The client's I/O thread: where completions run.

@@ -24,6 +24,7 @@
 #include "deployments.hpp"
 #include "dlock/dlock.hpp"
 #include "embedded/redis_cluster.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -55,29 +56,6 @@ client_options options_for(const std::string& target) {
   constexpr std::string_view cluster = "cluster:";
   if (target.starts_with(cluster)) return client_options::cluster(split(target.substr(8)));
   return client_options::from_url(target);
-}
-
-/// Until `done` holds, or fails the test after `limit`.
-template <class Check>
-void wait_until(Check done, std::chrono::milliseconds limit = 30s) {
-  const auto deadline = steady::now() + limit;
-  while (!done()) {
-    ASSERT_LT(steady::now(), deadline) << "the condition never came true";
-    std::this_thread::sleep_for(2ms);
-  }
-}
-
-/// Calls of EVAL and EVALSHA the server has run (scripts' inner commands are not counted).
-std::int64_t script_calls(raw_redis& raw) {
-  std::istringstream info(raw({"INFO", "commandstats"}).str());
-  std::int64_t total = 0;
-  for (std::string line; std::getline(info, line);) {
-    for (const char* name : {"evalsha", "eval"}) {
-      const std::string prefix = std::string("cmdstat_") + name + ":calls=";
-      if (line.rfind(prefix, 0) == 0) total += std::stoll(line.substr(prefix.size()));
-    }
-  }
-  return total;
 }
 
 // ---- the child process of the multi-process tests ----
