@@ -103,6 +103,40 @@ TEST_F(Safety, ASharedFenceCounterAlsoSurvivesAFlush) {
   EXPECT_GT(second.fence(), before);
 }
 
+TEST_F(Safety, ACounterThatNeverStartedFromTheClockIsRaisedToItNeverLowered) {
+  // A counter Redisson's fenced lock started at 1, and one a script left at 1 when the ACL let it
+  // INCR but not read the clock: the next grant's token comes from the clock, above both.
+  raw_redis raw(server().port());
+  raw({"ACL", "SETUSER", "notime", "on", ">pw", "~*", "&*", "+@all", "-time"});
+  auto o = options();
+  o.connection.user = "notime";
+  o.connection.password = "pw";
+  client denied(o);
+  client c(url());
+  const auto clock_era = std::uint64_t{1'000'000'000'000'000};
+  for (const std::string kind : {"reentrant", "simple"}) {
+    SCOPED_TRACE(kind);
+    const auto name = key("small-" + kind);
+    const auto counter = keys_of_lock(name).fence_counter;
+    raw({"SET", counter, "5"});
+    auto l = acquire(c, kind, name, 5s);
+    ASSERT_TRUE(l);
+    EXPECT_GT(l.fence(), clock_era);
+    EXPECT_EQ(raw({"GET", counter}).str(), std::to_string(l.fence()));
+    l.release();
+
+    raw({"DEL", counter});
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      EXPECT_THROW(acquire(denied, kind, name, 5s), error);
+    }
+    EXPECT_EQ(raw({"EXISTS", name}).integer(), 0) << "no lock written without its token";
+    EXPECT_EQ(raw({"GET", counter}).str(), "2") << "each failed attempt left its INCR";
+    auto after = acquire(c, kind, name, 5s);
+    ASSERT_TRUE(after);
+    EXPECT_GT(after.fence(), l.fence());
+  }
+}
+
 TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
   // The holder's fixed lease runs out while the server sleeps; the waiter's re-check attempt,
   // sent during the sleep, is granted when the server wakes, 2.5 s after it was sent: longer than

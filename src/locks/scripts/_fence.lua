@@ -2,12 +2,23 @@
 -- A counter that does not exist yet (never used, or lost to a server restart without persistence
 -- or to a flush) starts from the server's clock in microseconds rather than from 0, so tokens
 -- keep going up across such a loss as long as the counter handed out fewer than a million tokens
--- per second on average and the server's clock never stepped back (docs/safety.md). An existing
--- counter is only INCRed, as Redisson's fenced lock does with the same key.
+-- per second on average and the server's clock never stepped back (docs/safety.md).
+-- The counter is INCRed first, as Redisson's fenced lock does with the same key, so a grant costs
+-- one command. A result below 10^15 (2001 in microseconds) was never started from a clock: the
+-- counter was absent, started at 1 by Redisson, or left small by a script that failed after its
+-- INCR (an ACL that forbids TIME or SET). It restarts from the clock, which only raises it.
+local clock_era = 1e15
+
 local function next_fence(key)
-  if redis.call('exists', key) == 0 then
+  local fence = redis.call('incr', key)
+  if fence < clock_era then
+    -- Never lowers it, even on a server whose clock reads a time before 2001.
     local now = redis.call('time')
-    redis.call('set', key, now[1] .. string.format('%06d', tonumber(now[2])))
+    local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+    if tonumber(clock) > fence then
+      redis.call('set', key, clock)
+      fence = redis.call('incr', key)
+    end
   end
-  return redis.call('incr', key)
+  return fence
 end

@@ -9,8 +9,6 @@
 -- The layouts: a hash whose fields are owner ids ('<id>:<thread>') holding positive hold counts,
 -- plus the 'mode' field of Redisson's read-write lock; a string holding a token: 1 to 128
 -- characters among letters, digits and + / = _ : . @ - (random hex, base64, UUIDs, host:pid).
-local type_phrases = {list = 'a list', set = 'a set', zset = 'a sorted set', stream = 'a stream'}
-
 local function lock_layout(key, kind)
   if kind == 'hash' then
     if redis.call('hlen', key) > 64 then
@@ -33,7 +31,8 @@ local function lock_layout(key, kind)
       return nil, 'a string that is not a lock'
     end
   else
-    return nil, type_phrases[kind] or ('a ' .. kind)
+    local phrases = {list = 'a list', set = 'a set', zset = 'a sorted set', stream = 'a stream'}
+    return nil, phrases[kind] or ('a ' .. kind)
   end
   if redis.call('pttl', key) < 0 then
     return 'lock_no_ttl'
