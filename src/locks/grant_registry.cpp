@@ -61,12 +61,13 @@ grant_registry::added grant_registry::add_hold(const acquire_request& r, bool re
   return out;
 }
 
-bool grant_registry::remove_hold(grant& g, std::uint64_t hold_id) {
+grant_registry::removed grant_registry::remove_hold(grant& g, std::uint64_t hold_id) {
   lock_guard lock(mutex_);
   assume_held(g.guard);
   std::erase_if(g.on_lost, [&](const auto& e) { return e.first == hold_id; });
-  if (--g.holds == 0) remove_locked(g);
-  return g.lost.has_value();
+  const bool last = --g.holds == 0;
+  if (last) remove_locked(g);
+  return {g.lost.has_value(), last};
 }
 
 std::optional<std::vector<std::function<void(lease_lost_reason)>>> grant_registry::lose(

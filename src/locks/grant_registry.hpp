@@ -33,9 +33,13 @@ class grant_registry {
   /// Records a grant the server made: a new one, or a re-entry joining the owner's grant.
   added add_hold(const acquire_request& r, bool reentry, std::uint64_t fence,
                  steady::time_point valid_until);
-  /// Takes one hold away (a release). Returns true if the grant had been lost already. The last
-  /// hold leaves the table, which stops its renewal: rounds are built under the same mutex.
-  bool remove_hold(grant& g, std::uint64_t hold_id);
+  struct removed {
+    bool lost = false;  // the grant had been lost already
+    bool last = false;  // it was the grant's last hold: the release frees the lock
+  };
+  /// Takes one hold away (a release). The last hold leaves the table, which stops its renewal:
+  /// rounds are built under the same mutex.
+  removed remove_hold(grant& g, std::uint64_t hold_id);
 
   /// Marks a grant lost and takes it out of the table. Returns its on_lost callbacks, which
   /// the caller runs (then signals `g->stop`), or nothing if it was lost or released already.

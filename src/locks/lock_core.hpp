@@ -170,6 +170,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
   // release.cpp
   queue::release_note before_release(const std::string& channel);
+  void attempt_behind_release(const std::string& channel, const lock_kind& kind);
   void release_answered() noexcept;
   void after_release(const std::string& channel, queue::release_note note, const reply& r,
                      steady::duration round_trip);

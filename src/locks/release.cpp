@@ -39,9 +39,9 @@ void lock_core::release_async(lease_state& hold,
     const auto g = hold.g;
     // Taking the last hold out of the table stops its renewal before this returns: the watchdog
     // builds its rounds under the registry's mutex.
-    const bool lost = grants_.remove_hold(*g, hold.hold_id);
+    const auto removed = grants_.remove_hold(*g, hold.hold_id);
     counters.releases.fetch_add(1, std::memory_order_relaxed);
-    if (lost) {
+    if (removed.lost) {
       report(release_outcome::not_held);
       return;
     }
@@ -54,7 +54,8 @@ void lock_core::release_async(lease_state& hold,
     // lease let go just before its client is not left to expire on the server.
     releases_in_flight_.fetch_add(1, std::memory_order_relaxed);
     // `self` is not an owner, for the reason given at lock_core::op.
-    auto send = [self = this, g, lease_time, done = std::move(done), note_first]() mutable {
+    const bool frees = removed.last;
+    auto send = [self = this, g, lease_time, done = std::move(done), note_first, frees]() mutable {
       const auto note =
           note_first ? self->before_release(g->names->channel) : queue::release_note{};
       const auto sent_at = steady::now();
@@ -78,6 +79,7 @@ void lock_core::release_async(lease_state& hold,
       };
       g->kind.release(self->call_for(*g->names, g->owner, lease_time, g->permits),
                       std::move(on_reply));
+      if (note.tracked && frees) self->attempt_behind_release(g->names->channel, g->kind);
     };
     if (note_first && !io().in_io_thread()) {
       // Until it is sent, the release counts as local activity on the name, so that a later
@@ -160,6 +162,22 @@ lock_core::queue::release_note lock_core::before_release(const std::string& chan
 // the count includes us, we assume it does: a missed yield costs at most one failed attempt, a
 // yield to nobody would cost the wait. If no one else is waiting, our front waiter need not wait
 // for the message's echo: it tries at once.
+// A local hand-off in one round trip: when the next holder waits here and no other client was
+// waiting at our last release, its attempt leaves right behind our release on the same
+// connection, so the server runs it after the release and finds the lock free. If another
+// client takes the lock in between, the attempt finds it held and the waiter waits on, as it
+// would have anyway. With other clients waiting we yield instead (after_release).
+void lock_core::attempt_behind_release(const std::string& channel, const lock_kind& kind) {
+  if (kind.max_holders() != 1) return;
+  auto it = rt_->queues.find(channel);
+  if (it == rt_->queues.end() || it->second.empty() || it->second.others_waited) return;
+  const auto front = it->second.front();
+  if (front->finished || front->attempting) return;
+  const auto now = steady::now();
+  if (activity_.yielding(channel, now)) return;
+  run_step(front, front->machine.on_wake(now));
+}
+
 void lock_core::after_release(const std::string& channel, queue::release_note note, const reply& r,
                               steady::duration round_trip) {
   const bool released = r.is_integer() && r.integer() >= 1;
@@ -172,6 +190,7 @@ void lock_core::after_release(const std::string& channel, queue::release_note no
   if (others) activity_.set_yield(channel, now + yield_for);
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
+  if (released) it->second.others_waited = others;
   switch (it->second.release_finished(note, released, others)) {
     case queue::release_action::none:
       return;

@@ -60,6 +60,9 @@ class waiter_queue {
   // (it may have been sent to it while its attempt's reply was still on the way).
   std::chrono::steady_clock::time_point idle_since{};
   bool unclaimed_message = false;
+  // Whether our last release on this name reached other clients' subscriptions (assumed until
+  // a release says otherwise): then the next local waiter lets them go first.
+  bool others_waited = true;
 
   // ---- echo accounting ----
 

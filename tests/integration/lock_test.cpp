@@ -2,6 +2,7 @@
 // ownership, fencing, lost leases, waiting, the watchdog, and the std Lockable shape.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -10,6 +11,7 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -547,6 +549,60 @@ TEST_F(Locks, LocalWaitersAreServedInArrivalOrder) {
 
 namespace dlock::testing {
 namespace {
+
+TEST_F(Locks, LocalHandOffsNeverOverlapNorShutOutAnotherClientsWaiter) {
+  // Threads of one client hand the lock to each other, each next attempt sent right behind the
+  // release (one round trip). A waiter in another client must still get its turn while they go
+  // on: once it is heard waiting, the local waiters let it go first.
+  for (const std::string kind : {"reentrant", "simple"}) {
+    SCOPED_TRACE(kind);
+    auto shared = make_client();
+    auto other = make_client();
+    const auto name = key("handoff-" + kind);
+    auto lock_in = [&](const client& c) -> basic_lock {
+      if (kind == "simple") return c.simple(name);
+      return c.reentrant(name);
+    };
+    std::atomic<int> inside{0};
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> grants{0};
+    std::mutex fences_mutex;
+    std::vector<std::uint64_t> fences;  // in grant order: each grant records under the lock
+    auto hold = [&](lease& l) {
+      EXPECT_EQ(inside.fetch_add(1), 0) << "two holders at once";
+      {
+        std::lock_guard g(fences_mutex);
+        fences.push_back(l.fence());
+      }
+      inside.fetch_sub(1);
+      EXPECT_TRUE(l.release());
+    };
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 4; ++t) {
+      workers.emplace_back([&] {
+        auto lock = lock_in(shared);
+        while (!stop) {
+          auto l = lock.try_acquire_for(20s);
+          ASSERT_TRUE(l);
+          hold(l);
+          ++grants;
+        }
+      });
+    }
+    wait_until([&] { return grants >= 200; });
+    auto theirs = lock_in(other).try_acquire_for(10s);
+    ASSERT_TRUE(theirs) << "shut out by a client handing the lock around locally";
+    const auto at_their_grant = grants.load();
+    hold(theirs);
+    wait_until([&] { return grants >= at_their_grant + 200; });
+    stop = true;
+    for (auto& w : workers)
+      w.join();
+    std::lock_guard g(fences_mutex);
+    EXPECT_TRUE(std::is_sorted(fences.begin(), fences.end()));
+    EXPECT_EQ(std::adjacent_find(fences.begin(), fences.end()), fences.end()) << "a fence twice";
+  }
+}
 
 TEST_F(Locks, DroppingTheLastClientHandleEndsPendingAcquisitions) {
   auto holder = make_client();
