@@ -137,6 +137,29 @@ TEST_F(Safety, ACounterThatNeverStartedFromTheClockIsRaisedToItNeverLowered) {
   }
 }
 
+TEST_F(Safety, AReleaseTheServerRefusesIsUnconfirmedNotALostLease) {
+  // An ACL that lets the acquire scripts run but not the release's read: the release fails on
+  // the server, the lock stays until its lease ends, and the caller hears neither "released" nor
+  // "not held" (which would tell it the lease had been lost).
+  raw_redis raw(server().port());
+  raw({"ACL", "SETUSER", "noread", "on", ">pw", "~*", "&*", "+@all", "-get", "-hexists"});
+  auto o = options();
+  o.connection.user = "noread";
+  o.connection.password = "pw";
+  client c(o);
+  for (const std::string kind : {"reentrant", "simple"}) {
+    SCOPED_TRACE(kind);
+    const auto name = key("refused-" + kind);
+    lease_options fixed;
+    fixed.lease_time = 10s;
+    auto l = acquire(c, kind, name, 5s, fixed);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l.release_checked(), release_outcome::unconfirmed);
+    EXPECT_EQ(raw({"EXISTS", name}).integer(), 1) << "the lock stays until its lease ends";
+    raw({"DEL", name});
+  }
+}
+
 TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
   // The holder's fixed lease runs out while the server sleeps; the waiter's re-check attempt,
   // sent during the sleep, is granted when the server wakes, 2.5 s after it was sent: longer than

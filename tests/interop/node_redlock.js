@@ -52,8 +52,10 @@ async function main() {
     await quit([data]);
   } else if (mode === 'hold') {
     const lock = await patient.acquire([name], LEASE_MS);
+    // The handler goes in before the line that lets the parent send the signal.
+    const terminated = new Promise((resolve) => process.on('SIGTERM', resolve));
     say('acquired ' + lock.value);
-    await new Promise((resolve) => process.on('SIGTERM', resolve));
+    await terminated;
     await lock.release();
     say('released');
     await quit();

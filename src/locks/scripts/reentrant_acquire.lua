@@ -10,13 +10,13 @@
 --#include _layout
 -- The token is drawn before the lock is written: a script that fails half-way (an ACL that
 -- forbids INCR, say) must not leave a lock nobody was told about.
-local kind = redis.call('type', KEYS[1]).ok
-if kind == 'none' then
+if redis.call('exists', KEYS[1]) == 0 then
   local fence = next_fence(KEYS[2])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, fence}
 end
+local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then

@@ -4,7 +4,13 @@
 -- ARGV[4] 'publish', or 'spublish' on a cluster
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
 -- refreshed), or 1 + the number of subscribers the unlock message reached.
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+-- pcall: HEXISTS on a key of another type fails, and that too means "not ours"; any other
+-- failure (an ACL that forbids HEXISTS) goes back to the caller.
+local held = redis.pcall('hexists', KEYS[1], ARGV[2])
+if held ~= 1 then
+  if type(held) == 'table' and not string.find(held.err, '^WRONGTYPE') then
+    return held
+  end
   return nil
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

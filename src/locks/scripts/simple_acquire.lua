@@ -9,13 +9,13 @@
 --#include _layout
 -- The token is drawn before the lock is written: a script that fails half-way (an ACL that
 -- forbids INCR, say) must not leave a lock nobody was told about. Nothing runs between the
--- TYPE and the SET inside one script.
-local kind = redis.call('type', KEYS[1]).ok
-if kind == 'none' then
+-- EXISTS and the SET inside one script.
+if redis.call('exists', KEYS[1]) == 0 then
   local fence = next_fence(KEYS[2])
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, fence}
 end
+local kind = redis.call('type', KEYS[1]).ok
 if kind == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, tonumber(redis.call('get', KEYS[2]) or '0')}
