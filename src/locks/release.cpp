@@ -155,13 +155,6 @@ lock_core::queue::release_note lock_core::before_release(const std::string& chan
   return it->second.release_started();
 }
 
-// If another client is waiting, we yield: it was just told the lock is free, and racing it would
-// only cost a failed attempt on one side (and starve remote waiters, who hear of the release
-// later than we do). Our front waiter and our next acquisitions hold back for a few round trips,
-// long enough for that client to take the lock; its release then wakes us. When in doubt whether
-// the count includes us, we assume it does: a missed yield costs at most one failed attempt, a
-// yield to nobody would cost the wait. If no one else is waiting, our front waiter need not wait
-// for the message's echo: it tries at once.
 // A local hand-off in one round trip: when the next holder waits here and no other client was
 // waiting at our last release, its attempt leaves right behind our release on the same
 // connection, so the server runs it after the release and finds the lock free. If another
@@ -178,6 +171,13 @@ void lock_core::attempt_behind_release(const std::string& channel, const lock_ki
   run_step(front, front->machine.on_wake(now));
 }
 
+// If another client is waiting, we yield: it was just told the lock is free, and racing it would
+// only cost a failed attempt on one side (and starve remote waiters, who hear of the release
+// later than we do). Our front waiter and our next acquisitions hold back for a few round trips,
+// long enough for that client to take the lock; its release then wakes us. When in doubt whether
+// the count includes us, we assume it does: a missed yield costs at most one failed attempt, a
+// yield to nobody would cost the wait. If no one else is waiting, our front waiter need not wait
+// for the message's echo: it tries at once.
 void lock_core::after_release(const std::string& channel, queue::release_note note, const reply& r,
                               steady::duration round_trip) {
   const bool released = r.is_integer() && r.integer() >= 1;

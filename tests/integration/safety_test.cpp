@@ -158,6 +158,19 @@ TEST_F(Safety, AReleaseTheServerRefusesIsUnconfirmedNotALostLease) {
     EXPECT_EQ(raw({"EXISTS", name}).integer(), 1) << "the lock stays until its lease ends";
     raw({"DEL", name});
   }
+  // Without the ACL, a lock whose key now holds data of another type was lost, and the release
+  // leaves that data alone.
+  client allowed(url());
+  for (const std::string kind : {"reentrant", "simple"}) {
+    SCOPED_TRACE(kind);
+    const auto name = key("replaced-" + kind);
+    auto l = acquire(allowed, kind, name, 5s);
+    ASSERT_TRUE(l);
+    raw({"DEL", name});
+    raw({"RPUSH", name, "job"});
+    EXPECT_EQ(l.release_checked(), release_outcome::not_held);
+    EXPECT_EQ(raw({"LRANGE", name, "0", "-1"}).at(0).str(), "job");
+  }
 }
 
 TEST_F(Safety, AGrantWhoseReplyComesAfterItsValidityIsUndoneAndTheWaitGoesOn) {
