@@ -4,8 +4,12 @@
 // names with braces, and releases that must say whether the lock was still held.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.hpp"
 #include "redis_fixture.hpp"
@@ -222,6 +226,69 @@ TEST_F(Safety, AWaiterRidesOutABusyServer) {
   auto l = c.simple(key("job")).try_acquire_for(20s);
   EXPECT_TRUE(l) << "BUSY is temporary: the wait must ride it out";
   EXPECT_EQ(busy.get().integer(), 1);
+}
+
+TEST_F(Safety, LocalHandOffsRideOutStallsAndARestartWithoutAStaleWrite) {
+  // Threads of one client hand locks around (each next attempt sent right behind the release)
+  // while the server stalls and then restarts empty. Under each grant the holder writes its
+  // fence to a resource on another server through fenced_set. Through the stalls no two hold
+  // at once; every thread keeps getting the lock after each fault; the resource ends with the
+  // largest fence it took.
+  embedded::redis_server resource_server;
+  redis_client resource(resource_server.url());
+  client c(options(2s));
+  std::atomic<int> inside{0};
+  std::atomic<bool> exclusive{true};  // false once the lock's data may be gone (restart)
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> grants{0};
+  std::mutex accepted_mutex;
+  std::vector<std::uint64_t> accepted;  // fences the resource took
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      // Two threads of each kind on one name: the kinds exclude each other too.
+      basic_lock lock = t % 2 ? basic_lock(c.simple(key("stalled"))) : c.reentrant(key("stalled"));
+      while (!stop) {
+        lease l;
+        try {
+          l = lock.try_acquire_for(20s);
+        } catch (const error&) {
+          continue;  // a restart's refusals while no time was left for retries
+        }
+        if (!l) continue;
+        if (inside.fetch_add(1) != 0 && exclusive) ADD_FAILURE() << "two holders at once";
+        const auto w = fenced_set(resource, key("resource"), std::to_string(l.fence()), l.fence());
+        if (w.written) {
+          std::lock_guard g(accepted_mutex);
+          accepted.push_back(l.fence());
+        }
+        inside.fetch_sub(1);
+        l.release();
+        ++grants;
+      }
+    });
+  }
+  raw_redis raw(server().port());
+  auto keeps_going = [&] {
+    const auto before = grants.load();
+    wait_until([&] { return grants >= before + 50; });
+  };
+  keeps_going();
+  raw({"DEBUG", "SLEEP", "0.3"});
+  keeps_going();
+  raw({"CLIENT", "PAUSE", "300", "ALL"});
+  keeps_going();
+  exclusive = false;
+  server().kill();  // no persistence: the lock and its fence counter are gone
+  server().start();
+  keeps_going();
+  stop = true;
+  for (auto& w : workers)
+    w.join();
+  // The resource holds the largest fence it ever took: no write with an older one came after.
+  ASSERT_FALSE(accepted.empty());
+  const auto largest = *std::max_element(accepted.begin(), accepted.end());
+  EXPECT_EQ(resource.command({"GET", key("resource")}).str(), std::to_string(largest));
 }
 
 // A server that loads each key of its dataset 100 µs late, so a restart spends a couple of
