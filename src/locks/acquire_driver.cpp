@@ -238,6 +238,15 @@ void lock_core::wake(const std::shared_ptr<op>& o) {
 
 void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   if (o->finished) return;
+  // An attempt still out may yet bring back a grant, whatever ended the acquisition (a cancel,
+  // its deadline passing meanwhile): it keeps its place until that reply is in, and what the
+  // reply brings is undone (settle_cancelled). A first attempt sent directly holds the name
+  // without a place in the queue: it takes one, so that waiters arriving now queue behind the
+  // undo.
+  if (o->attempting && !result.held) {
+    o->settling = true;
+    if (o->direct_claim && !o->queued) join_queue(o);
+  }
   o->finished = true;
   {
     lock_guard lock(ops_mutex_);

@@ -31,12 +31,7 @@ void lock_core::cancel(net::io_thread& io, std::weak_ptr<void> target) noexcept 
 }
 
 void lock_core::cancel_now(const std::shared_ptr<op>& o) {
-  if (o->attempting) {
-    o->settling = true;
-    // A first attempt sent directly holds the name without a place in the queue (nobody else
-    // here was waiting on it): it takes one, so that waiters arriving now queue behind its undo.
-    if (o->direct_claim && !o->queued) join_queue(o);
-  }
+  // An attempt out now is settled when its reply comes (finish).
   finish(o, {{}, errc::cancelled, "acquiring lock '" + o->req.names->name + "': cancelled"});
 }
 

@@ -50,8 +50,10 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
     auto& core = *next->core;
     if (next->finished || !core.admitted(next)) return;
     // A grant of a mutex means it is held now; a shared kind (readers, permits) may admit the
-    // next one too.
+    // next one too. An attempt of the next one's already out (sent behind a release) answers
+    // for itself.
     if (granted && next->req.kind->max_holders() == 1) {
+      if (next->attempting) return;
       core.run_step(next, next->machine.on_busy(lease.count(), steady::now()));
     } else {
       core.wake(next);

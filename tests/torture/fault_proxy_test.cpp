@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.hpp"
 #include "redis_fixture.hpp"
@@ -199,6 +201,37 @@ TEST_F(FaultProxy, ClientReconnectsAfterAHalfOpenConnection) {
       return false;
     }
   })) << "the client kept using a connection that had not answered for 20 s";
+}
+
+TEST_F(FaultProxy, WaitsShorterThanARoundTripNeverLeaveALockBehind) {
+  // Round trips of ~4 ms, and threads whose waits (1 ms) end while their attempt is still out,
+  // often one sent right behind a release. Whatever such an attempt brings back is undone: a
+  // grant nobody was told about would hold the lock for its whole 60 s lease, and the patient
+  // thread's 20 s waits would fail.
+  proxy_->set_latency(2ms, 0ms);
+  client_options o;
+  o.connection = through_proxy(5s);
+  o.watchdog_lease = 60s;
+  client c(o);
+  const std::string name = "fault-proxy:short-waits";
+  std::atomic<bool> done{false};
+  std::vector<std::thread> impatient;
+  for (int t = 0; t < 3; ++t) {
+    impatient.emplace_back([&] {
+      auto lock = c.reentrant(name);
+      while (!done)
+        auto l = lock.try_acquire_for(1ms);
+    });
+  }
+  auto lock = c.reentrant(name);
+  for (int i = 0; i < 60; ++i) {
+    auto l = lock.try_acquire_for(20s);
+    ASSERT_TRUE(l) << "round " << i << ": the lock was left held";
+  }
+  done = true;
+  for (auto& t : impatient)
+    t.join();
+  EXPECT_FALSE(c.reentrant(name).is_locked());
 }
 
 TEST_F(FaultProxy, ResetDropsTheConnectionAndTheClientReconnects) {
