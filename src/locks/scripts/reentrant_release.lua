@@ -3,7 +3,8 @@
 -- ARGV[1] lease in ms     ARGV[2] owner field        ARGV[3] unlock message
 -- ARGV[4] 'publish', or 'spublish' on a cluster
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
--- refreshed), or 1 + the number of subscribers the unlock message reached.
+-- refreshed), or 1 + the number of subscribers the unlock message reached; the server's error
+-- if it refuses the read (an ACL).
 -- pcall: HEXISTS on a key of another type fails, and that too means "not ours"; any other
 -- failure (an ACL that forbids HEXISTS) goes back to the caller.
 local held = redis.pcall('hexists', KEYS[1], ARGV[2])

@@ -2,7 +2,7 @@
 -- KEYS[1] lock key        KEYS[2] unlock channel
 -- ARGV[1] token           ARGV[2] unlock message     ARGV[3] 'publish', 'spublish' or '' (none)
 -- Returns nil if the token does not hold it (nothing changes), else 1 + the number of
--- subscribers the unlock message reached.
+-- subscribers the unlock message reached; the server's error if it refuses the read (an ACL).
 -- pcall: GET on a key of another type fails, and that too means "not ours"; any other failure
 -- (an ACL that forbids GET) goes back to the caller.
 local value = redis.pcall('get', KEYS[1])
