@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "Throughput thread counts (default 1,4,16,64)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
+  app.add_option("--command-connections", o.command_connections,
+                 "Command connections of the uncontended and throughput clients (default: the "
+                 "library's, client_options::command_connections)")
+      ->check(CLI::Range(1, 64));
   app.add_flag("--throughput-try-acquire", o.throughput_try_acquire,
                "Diagnostic: throughput with try_acquire() instead of acquire()");
   app.add_option("--workers", o.workers, "Hand-off workers")

@@ -63,8 +63,13 @@ nlohmann::ordered_json distribution_json(const distribution& d) {
 
 std::string format_results_table(const std::vector<scenario_result>& results, bool with_extra) {
   text_table table;
-  table.header = {"scenario",     "metric",           "dlock", "reference", "ratio",
-                  "reference is", "target (docs/design.md)"};
+  table.header = {"scenario",
+                  "metric",
+                  "dlock",
+                  "reference",
+                  "ratio",
+                  "reference is",
+                  "target (docs/design.md)"};
   table.align = "llrrrll";
   for (const auto& r : results) {
     table.rows.push_back({r.name, r.metric, number(r.dlock), number(r.reference),

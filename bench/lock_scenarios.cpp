@@ -54,6 +54,12 @@ void check_settings(const bench_settings& s) {
   if (!(s.seconds > 0)) throw std::invalid_argument("bench_settings::seconds must be positive");
 }
 
+client_options client_options_of(const bench_settings& s) {
+  auto o = client_options::from_url(s.url);
+  if (s.command_connections != 0) o.command_connections = s.command_connections;
+  return o;
+}
+
 // Commands that clients issue to take and release locks. Script-internal calls show up in
 // INFO commandstats under their own names (set, incr, publish, ...), so they are not summed.
 const std::vector<std::string> lock_commands{"evalsha",     "eval",       "subscribe",
@@ -152,7 +158,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
   redis_client control(s.url);
   delete_matching(control, bench_key_patterns);
 
-  client c(s.url);
+  client c(client_options_of(s));
   auto& redis = c.redis();
   const auto lo = fixed_lease(o.lease);
   auto reentrant = c.reentrant("dlock-bench:uc:reentrant");
@@ -482,7 +488,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
   }
   ctx.lease_ms = std::to_string(o.lease.count());
 
-  client c(s.url);
+  client c(client_options_of(s));
   const auto lo = fixed_lease(o.lease);
   int max_threads = o.threads.empty() ? 0 : *std::max_element(o.threads.begin(), o.threads.end());
   for (int chains : o.async_chains)
@@ -575,6 +581,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
                              ".threads=" + std::to_string(threads);
     const auto add_common = [&](scenario_result& r, const std::vector<rb_pair>& ref) {
       add_extra(r, "threads", static_cast<double>(threads));
+      add_extra(r, "command_connections", static_cast<double>(c.options().command_connections));
       add_extra(r, "dlock_commands_per_pair", ours.per_step(ours.commands));
       add_extra(r, "dlock_subscribe_unsubscribe_per_pair", ours.per_step(pubsub));
       add_extra(r, "dlock_commands_per_write",
@@ -637,6 +644,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
                       ">= 0.5 x ceiling; >= 2 x best peer (peers ~29k-34k pairs/s)",
                       {}};
     add_extra(r, "async_chains", static_cast<double>(chains));
+    add_extra(r, "command_connections", static_cast<double>(c.options().command_connections));
     add_extra(r, "how", "acquire_async + release_async from completion callbacks, one client");
     results.push_back(std::move(r));
   }

@@ -72,6 +72,9 @@ struct bench_settings {
   int rounds = 6;
   /// The redis-benchmark program (throughput scenario only).
   std::string redis_benchmark = "redis-benchmark";
+  /// client_options::command_connections of the uncontended and throughput clients; 0: the
+  /// library's default.
+  std::size_t command_connections = 0;
   progress_callback progress;
 };
 
@@ -134,7 +137,7 @@ struct handoff_options {
   int workers = 8;
   bool shared_client_variant = true;
   bool fair_variant = true;  ///< also the fair lock, one client per worker
-  bool reentrant = true;  ///< reentrant lock (default) or simple lock
+  bool reentrant = true;     ///< reentrant lock (default) or simple lock
   std::chrono::milliseconds lease{30'000};
 };
 std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_options& o = {});

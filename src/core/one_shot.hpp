@@ -8,7 +8,10 @@
 // machine with fewer cores than waiting callers (16 threads on 2 cores) turns every wait into a
 // round of needless context switches; but a lone caller waiting for a round trip (tens of
 // microseconds on loopback) that sleeps at once pays a wake-up from an idle core on every reply.
-// One spinner keeps that case fast and costs the many-callers case one yielding thread.
+// One spinner keeps that case fast. It spins only while few callers wait: with 16 or more
+// waiting, replies come back to back and the I/O thread and the server keep the cores busy, so a
+// yielding thread only takes CPU from them (64 threads on two command connections, 2 cores: ~100k
+// pairs/s spinning, ~130k not; docs/benchmarks.md 0.0).
 #pragma once
 
 #include <atomic>
@@ -28,6 +31,10 @@ namespace dlock::detail {
 #if defined(__linux__)
 /// How many one_shot waiters are spinning right now, process-wide (at most one spins).
 inline std::atomic<int> one_shot_spinners{0};
+/// How many threads are in one_shot::take right now, process-wide.
+inline std::atomic<int> one_shot_waiters{0};
+/// From this many waiters on, none spins.
+inline constexpr int one_shot_spin_max_waiters = 16;
 /// How long the spinning waiter yields before it sleeps: about one loopback round trip.
 inline constexpr std::chrono::microseconds one_shot_spin{100};
 #endif
@@ -53,7 +60,8 @@ class one_shot {
   /// Waits for `put`, then returns the value.
   T take() {
 #if defined(__linux__)
-    if (done_.load(std::memory_order_acquire) == 0) {
+    const int others_waiting = one_shot_waiters.fetch_add(1, std::memory_order_relaxed);
+    if (done_.load(std::memory_order_acquire) == 0 && others_waiting < one_shot_spin_max_waiters) {
       if (one_shot_spinners.fetch_add(1, std::memory_order_relaxed) == 0) {
         const auto until = std::chrono::steady_clock::now() + one_shot_spin;
         while (done_.load(std::memory_order_acquire) == 0 &&
@@ -70,6 +78,7 @@ class one_shot {
                   nullptr, 0);
       }
     }
+    one_shot_waiters.fetch_sub(1, std::memory_order_relaxed);
 #else
     done_.wait(0, std::memory_order_acquire);
 #endif

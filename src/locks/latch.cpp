@@ -203,7 +203,8 @@ void check_topology(lock_core& core, const std::string& name) {
   }
   auto& topo = core.topo();
   const auto node = topo.nodes_for(name).front();
-  if (topo.route_of(node, name) != topo.route_of(node, channel_of(name))) {
+  if (!detail::one_script_reaches(topo.route_of(node, name),
+                                  topo.route_of(node, channel_of(name)))) {
     throw error(errc::invalid_argument, "latch '" + name +
                                             "': its name and its channel fall in different "
                                             "cluster slots (a name with '{')");

@@ -28,6 +28,10 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   // A waiter renews its place three times per waiter lease: shorter than that is no lease.
   if (o.fair_waiter_lease < 30ms) invalid("fair_waiter_lease must be at least 30 ms");
   if (o.renewal_batch == 0) invalid("renewal_batch must be at least 1");
+  if (o.command_connections < 1 || o.command_connections > 64) {
+    invalid("command_connections must be between 1 and 64, got " +
+            std::to_string(o.command_connections));
+  }
   if (o.min_replica_acks < 0) invalid("min_replica_acks must not be negative");
   if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {
     invalid("replica_ack_timeout must be positive");
@@ -79,11 +83,16 @@ std::unique_ptr<topology> make_topology(const client_options& o,
                                         const std::shared_ptr<net::io_thread>& io) {
   const write_ack ack{o.min_replica_acks, o.replica_ack_timeout};
   if (!o.sentinel.master_name.empty()) {
-    return std::make_unique<sentinel_topology>(o.connection, o.sentinel, io, ack);
+    return std::make_unique<sentinel_topology>(o.connection, o.sentinel, io, ack,
+                                               o.command_connections);
   }
   if (!o.cluster_seeds.empty()) return std::make_unique<cluster_topology>(o.cluster_seeds, io, ack);
   if (!o.redlock.masters.empty()) return std::make_unique<redlock_topology>(o.redlock.masters, io);
-  return std::make_unique<standalone_topology>(o.connection, io, ack);
+  return std::make_unique<standalone_topology>(o.connection, io, ack,
+                                               connect_settings{.require_master = false,
+                                                                .background = false,
+                                                                .on_first_attempt = {},
+                                                                .lanes = o.command_connections});
 }
 }  // namespace
 

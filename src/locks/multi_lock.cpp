@@ -98,7 +98,8 @@ bool one_call_reaches(lock_core& core, const handles& hs) {
   for (const auto& h : hs) {
     for (const std::string_view key : {h->names->name, h->names->fence_key}) {
       const auto nodes = t.nodes_for(key);
-      if (nodes.size() != 1 || nodes.front() != node || t.route_of(node, key) != route) {
+      if (nodes.size() != 1 || nodes.front() != node ||
+          !detail::one_script_reaches(t.route_of(node, key), route)) {
         return false;
       }
     }
@@ -163,6 +164,29 @@ std::string wrong_type_message(const handles& hs, const reply& r) {
   return "acquiring locks " + names_phrase(hs) + ": " + text;
 }
 
+const script& multi_drop_script() {
+  static const script s{std::string(lua::multi_drop)};
+  return s;
+}
+
+// After a call whose reply never came: removes what it may have granted, in one call that
+// takes the acquisition's connection (its first key) and so runs after it; an owner's holds from
+// before the call stay.
+void drop_uncertain(lock_core& core, const handles& hs, const std::string& owner) {
+  const auto& kind = detail::reentrant_kind();
+  std::vector<std::string_view> keys;
+  std::vector<std::string_view> args{owner, detail::unlock_message, core.topo().publish_command()};
+  for (const auto& h : hs) {
+    keys.push_back(h->names->name);
+    keys.push_back(h->names->channel);
+    args.push_back(core.grants().find_live(kind, h->names->name, owner) ? "0" : "1");
+  }
+  auto& topo = core.topo();
+  topo.eval(topo.nodes_for(hs.front()->names->name).front(), multi_drop_script(), keys, args,
+            steady::now() + core.options().connection.command_timeout, detail::durability::master,
+            [](std::error_code, reply) {});
+}
+
 // Builds the outcome from the script's reply, on the I/O thread (adopt_grant may run on_lost
 // callbacks, which belong there).
 call_result on_call_reply(lock_core& core, const handles& hs, const std::string& owner,
@@ -200,13 +224,7 @@ call_result on_call_reply(lock_core& core, const handles& hs, const std::string&
   if (ec) {
     // Without a reply the script may or may not have run: undo what it may have granted,
     // except an owner's existing holds (as the driver's discard_uncertain_grant does).
-    if (ec == errc::timeout || ec == errc::connection_lost) {
-      for (const auto& h : hs) {
-        if (!core.grants().find_live(kind, h->names->name, owner)) {
-          kind.drop(call_on(*h), [](std::error_code, reply) {});
-        }
-      }
-    }
+    if (ec == errc::timeout || ec == errc::connection_lost) drop_uncertain(core, hs, owner);
     const bool transient =
         ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
     out.what = transient ? call_result::end::retry : call_result::end::failed;

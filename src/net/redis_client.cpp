@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <atomic>
+#include <future>
 
 #include "core/one_shot.hpp"
 #include "dlock/error.hpp"
@@ -63,15 +65,24 @@ redis_client::impl::impl(connection_options o, std::shared_ptr<net::io_thread> s
 void redis_client::impl::connect() {
   if (options.tls.enabled) tls = net::make_tls_context(options.tls);
   commands = std::make_unique<net::connection>(io, options, tls, net::connection::mode::commands);
-  if (settings.require_master) commands->require_master();
+  for (std::size_t i = 1; i < std::max<std::size_t>(settings.lanes, 1); ++i) {
+    more_lanes.push_back(
+        std::make_unique<net::connection>(io, options, tls, net::connection::mode::commands));
+  }
+  if (settings.require_master) {
+    for (std::size_t i = 0; i < lanes(); ++i)
+      lane(i).require_master();
+  }
   if (settings.background) {
     // Failed attempts are retried in the background; commands wait for the connection up to
-    // their own deadlines.
+    // their own deadlines. The first lane's first attempt is the one reported.
     io.run([&] {
       commands->start(
           [report = settings.on_first_attempt](std::error_code ec, const std::string& detail) {
             if (report) report(ec, detail);
           });
+      for (auto& c : more_lanes)
+        c->start([](std::error_code, const std::string&) {});
     });
     return;
   }
@@ -83,23 +94,47 @@ void redis_client::impl::connect() {
   });
   auto [ec, detail] = first.get_future().get();
   if (ec) {
+    // The other lanes never started: nothing of theirs is pending on the I/O thread.
     if (owns_io) {
-      io.run([&] { commands->close(errc::client_closed); });
+      io.run([&] { close_lanes(errc::client_closed); });
       io.stop();
     } else {
       // The shared thread goes on: let the handlers the close cancelled run first, then let the
-      // connection go on that thread, where nothing can be touching it any more.
-      io.close_then_release([&] { commands->close(errc::client_closed); },
-                            [&] { commands.reset(); });
+      // connections go on that thread, where nothing can be touching them any more.
+      io.close_then_release([&] { close_lanes(errc::client_closed); },
+                            [&] {
+                              commands.reset();
+                              more_lanes.clear();
+                            });
     }
     throw error(ec, detail);
   }
+  // The first lane reached the server: the others start now (so that a failed first lane leaves
+  // none of theirs mid-handshake when they are let go), and construction waits for their first
+  // attempts too. One that failed retries in the background, as after a lost connection; its
+  // commands wait for it up to their own deadlines.
+  if (!more_lanes.empty()) {
+    std::vector<std::promise<void>> attempted(more_lanes.size());
+    io.post([&] {
+      for (std::size_t i = 0; i < more_lanes.size(); ++i) {
+        more_lanes[i]->start(
+            [&done = attempted[i]](std::error_code, const std::string&) { done.set_value(); });
+      }
+    });
+    for (auto& done : attempted)
+      done.get_future().wait();
+  }
+}
+
+void redis_client::impl::close_lanes(std::error_code reason) {
+  for (std::size_t i = 0; i < lanes(); ++i)
+    lane(i).close(reason);
 }
 
 redis_client::impl::~impl() {
   auto close = [&] {
     if (subscriber_) subscriber_->close();
-    commands->close(errc::client_closed);
+    close_lanes(errc::client_closed);
   };
   if (owns_io) {
     io.run(close);
@@ -121,13 +156,15 @@ void redis_client::impl::retarget(const std::string& host, std::uint16_t port) {
   options.host = host;
   options.port = port;
   options.unix_path.clear();
-  commands->retarget(host, port);
+  for (std::size_t i = 0; i < lanes(); ++i)
+    lane(i).retarget(host, port);
   if (subscriber_) subscriber_->retarget(host, port);
 }
 
 void redis_client::impl::set_attempt_failed_handler(std::function<void(std::error_code)> handler) {
   attempt_failed_ = handler;
-  commands->set_attempt_failed_handler(std::move(handler));
+  for (std::size_t i = 0; i < lanes(); ++i)
+    lane(i).set_attempt_failed_handler(handler);
   if (subscriber_) subscriber_->set_attempt_failed_handler(attempt_failed_);
 }
 
@@ -277,11 +314,19 @@ subscription redis_client::psubscribe(std::string pattern, message_handler on_me
 }
 
 client_counters redis_client::counters() const noexcept {
-  const auto& c = impl_->commands->counters();
   auto get = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return client_counters{
-      get(c.commands_sent),     get(c.writes),   get(c.replies),         get(c.reconnects),
-      get(c.connection_losses), get(c.timeouts), get(c.noscript_retries)};
+  client_counters sum{};
+  for (std::size_t i = 0; i < impl_->lanes(); ++i) {
+    const auto& c = impl_->lane(i).counters();
+    sum.commands_sent += get(c.commands_sent);
+    sum.writes += get(c.writes);
+    sum.replies += get(c.replies);
+    sum.reconnects += get(c.reconnects);
+    sum.connection_losses += get(c.connection_losses);
+    sum.timeouts += get(c.timeouts);
+    sum.noscript_retries += get(c.noscript_retries);
+  }
+  return sum;
 }
 
 const connection_options& redis_client::options() const noexcept {

@@ -1,11 +1,12 @@
-// The inside of a redis_client: one server's command connection and subscriber, on an I/O
-// thread that is either its own (a redis_client a user made) or a dlock::client's, shared by all
-// of that client's connections.
+// The inside of a redis_client: one server's command connections (one, unless a topology asks
+// for more lanes) and subscriber, on an I/O thread that is either its own (a redis_client a user
+// made) or a dlock::client's, shared by all of that client's connections.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dlock/redis/client.hpp"
 #include "net/connection.hpp"
@@ -25,6 +26,9 @@ struct connect_settings {
   bool background = false;      // do not wait for the first attempt (callable on the I/O thread)
   /// With `background`: told how the first attempt ended, on the I/O thread.
   std::function<void(std::error_code, const std::string&)> on_first_attempt;
+  /// Command connections to open (at least 1). The first carries the user's own commands; a
+  /// topology spreads lock names over all of them (`lane`).
+  std::size_t lanes = 1;
 };
 
 struct redis_client::impl final : subscription::owner {
@@ -39,9 +43,12 @@ struct redis_client::impl final : subscription::owner {
   /// The subscriber, created on first use. I/O thread only.
   net::subscriber& subscriber();
   void unsubscribe(std::uint64_t id) noexcept override;
-  /// Moves both connections to another server (a Sentinel failover). I/O thread only.
+  /// Command connection `i` (< lanes()); lane 0 is `commands`. Any thread.
+  net::connection& lane(std::size_t i) noexcept { return i == 0 ? *commands : *more_lanes[i - 1]; }
+  std::size_t lanes() const noexcept { return 1 + more_lanes.size(); }
+  /// Moves every connection to another server (a Sentinel failover). I/O thread only.
   void retarget(const std::string& host, std::uint16_t port);
-  /// Runs after every failed connection attempt of either connection. I/O thread only; set
+  /// Runs after every failed connection attempt of any connection. I/O thread only; set
   /// before the subscriber is first used.
   void set_attempt_failed_handler(std::function<void(std::error_code)> handler);
 
@@ -53,7 +60,11 @@ struct redis_client::impl final : subscription::owner {
   connection_options options;  // host and port follow retarget (I/O thread)
   std::shared_ptr<asio::ssl::context> tls;
   std::unique_ptr<net::connection> commands;
+  std::vector<std::unique_ptr<net::connection>> more_lanes;  // lanes 1..n-1
   std::unique_ptr<net::subscriber> subscriber_;
+
+  /// Closes every command connection with `reason`. I/O thread only (or after it stopped).
+  void close_lanes(std::error_code reason);
 
  private:
   std::function<void(std::error_code)> attempt_failed_;

@@ -33,14 +33,19 @@ struct acknowledged_call {
       return;
     }
     script_reply = std::move(r);
-    if (!wait_outstanding) send_wait(self);
+    if (!wait_outstanding) {
+      wait_outstanding = true;
+      submit_wait(self);
+    }
   }
 
-  void send_wait(const std::shared_ptr<acknowledged_call>& self) {
+  // Sends WAIT; whoever calls it has set wait_outstanding first. From the submitting thread it
+  // writes nothing here: the script is out, and its reply may already be handled on the I/O
+  // thread.
+  void submit_wait(const std::shared_ptr<acknowledged_call>& self) const {
     const std::string replicas = std::to_string(ack.replicas);
     const std::string timeout = std::to_string(ack.timeout.count());
     const std::string_view args[] = {"WAIT", replicas, timeout};
-    wait_outstanding = true;
     // WAIT may take its whole timeout: its deadline allows that, past the caller's.
     const auto wait_deadline = std::max(deadline, net::clock::now() + ack.timeout * 2);
     connection.submit(args, wait_deadline, [self](std::error_code ec, reply r) {
@@ -68,12 +73,14 @@ void eval_acknowledged(net::connection& c, const script& s, std::span<const std:
     c.submit_eval(s, keys, args, deadline, std::move(done));
     return;
   }
+  // wait_outstanding is set before the script goes out: once it has, this thread must not
+  // write to the call (its reply may be handled on the I/O thread before the WAIT below is sent).
   auto call = std::make_shared<acknowledged_call>(
-      acknowledged_call{c, ack, deadline, std::move(done), {}, false, false});
+      acknowledged_call{c, ack, deadline, std::move(done), {}, true, false});
   c.submit_eval(s, keys, args, deadline, [call](std::error_code ec, reply r) {
     call->on_script_reply(call, ec, std::move(r));
   });
-  call->send_wait(call);
+  call->submit_wait(call);
 }
 
 }  // namespace dlock::detail

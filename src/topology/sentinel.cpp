@@ -132,14 +132,17 @@ connection_options at(connection_options o, const node_address& a) {
 
 sentinel_topology::sentinel_topology(const connection_options& master,
                                      const sentinel_options& sentinels,
-                                     std::shared_ptr<net::io_thread> io, write_ack ack)
-    : sentinel_topology(master, std::make_unique<sentinel_watch>(sentinels, io), io, ack) {}
+                                     std::shared_ptr<net::io_thread> io, write_ack ack,
+                                     std::size_t lanes)
+    : sentinel_topology(master, std::make_unique<sentinel_watch>(sentinels, io), io, ack, lanes) {}
 
 sentinel_topology::sentinel_topology(const connection_options& master,
                                      std::unique_ptr<sentinel_watch> watch,
-                                     std::shared_ptr<net::io_thread> io, write_ack ack)
-    : standalone_topology(at(master, watch->resolve_now()), io, ack,
-                          {.require_master = true, .background = false, .on_first_attempt = {}}),
+                                     std::shared_ptr<net::io_thread> io, write_ack ack,
+                                     std::size_t lanes)
+    : standalone_topology(
+          at(master, watch->resolve_now()), io, ack,
+          {.require_master = true, .background = false, .on_first_attempt = {}, .lanes = lanes}),
       watch_(std::move(watch)) {
   io->run([this] {
     server().set_attempt_failed_handler([this](std::error_code) { ask_again(); });

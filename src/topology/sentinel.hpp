@@ -20,9 +20,9 @@ class sentinel_topology final : public standalone_topology {
   /// Asks the sentinels for the master (`master` holds its credentials, database, TLS and
   /// timeouts), connects to it and follows it. Throws errc::connect_failed when no sentinel
   /// answers or none knows the master (the message says which), or as redis_client's
-  /// constructor does for the master itself.
+  /// constructor does for the master itself. `lanes`: command connections to the master.
   sentinel_topology(const connection_options& master, const sentinel_options& sentinels,
-                    std::shared_ptr<net::io_thread> io, write_ack ack);
+                    std::shared_ptr<net::io_thread> io, write_ack ack, std::size_t lanes = 1);
   ~sentinel_topology() override;
 
   void eval(node_id node, const script& s, std::span<const std::string_view> keys,
@@ -32,7 +32,7 @@ class sentinel_topology final : public standalone_topology {
 
  private:
   sentinel_topology(const connection_options& master, std::unique_ptr<sentinel_watch> watch,
-                    std::shared_ptr<net::io_thread> io, write_ack ack);
+                    std::shared_ptr<net::io_thread> io, write_ack ack, std::size_t lanes);
   void ask_again();
   void move_to(const node_address& master);
 

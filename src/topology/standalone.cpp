@@ -1,5 +1,7 @@
 #include "topology/standalone.hpp"
 
+#include "topology/cluster_map.hpp"
+
 namespace dlock::detail {
 
 namespace {
@@ -21,20 +23,26 @@ std::span<const node_id> standalone_topology::nodes_for(std::string_view) {
   return only_node;
 }
 
-route standalone_topology::route_of(node_id, std::string_view) const {
-  return {};
+route standalone_topology::route_of(node_id, std::string_view key) const {
+  return {.node = 0, .slot = 0, .lane = lane_of(key)};
+}
+
+std::uint32_t standalone_topology::lane_of(std::string_view key) const noexcept {
+  const auto lanes = impl_.lanes();
+  return lanes == 1 ? 0 : static_cast<std::uint32_t>(key_slot(key) % lanes);
 }
 
 void standalone_topology::eval(node_id, const script& s, std::span<const std::string_view> keys,
                                std::span<const std::string_view> args,
                                net::clock::time_point deadline, durability d,
                                net::reply_callback done) {
-  eval_on(*impl_.commands, s, keys, args, deadline, d, ack_, std::move(done));
+  eval_on(impl_.lane(lane_of(keys.empty() ? std::string_view() : keys.front())), s, keys, args,
+          deadline, d, ack_, std::move(done));
 }
 
-void standalone_topology::command(std::string_view, std::span<const std::string_view> args,
+void standalone_topology::command(std::string_view key, std::span<const std::string_view> args,
                                   net::clock::time_point deadline, net::reply_callback done) {
-  impl_.commands->submit(args, deadline, std::move(done));
+  impl_.lane(lane_of(key)).submit(args, deadline, std::move(done));
 }
 
 std::uint64_t standalone_topology::subscribe(node_id, const std::string& channel,
@@ -49,7 +57,7 @@ void standalone_topology::unsubscribe(std::uint64_t id) {
 }
 
 void standalone_topology::close(std::error_code reason) {
-  impl_.commands->close(reason);
+  impl_.close_lanes(reason);
 }
 
 redis_client& standalone_topology::redis() noexcept {

@@ -1,5 +1,10 @@
 // One Redis server: every key on node 0, no slots. Also the base of the Sentinel topology, whose
 // one server is whichever node the sentinels name master.
+//
+// Lock names are spread over the server's command connections (client_options::
+// command_connections) by their cluster hash slot: one name's calls always share a connection,
+// so they run in the order sent, and with several connections the server can work on one
+// connection's batch while the client handles another's replies.
 #pragma once
 
 #include <memory>
@@ -39,6 +44,7 @@ class standalone_topology : public topology {
   std::unique_ptr<redis_client> server_;
   redis_client::impl& impl_;
   const write_ack ack_;
+  std::uint32_t lane_of(std::string_view key) const noexcept;
 };
 
 }  // namespace dlock::detail

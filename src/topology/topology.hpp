@@ -28,14 +28,21 @@ namespace dlock::detail {
 /// A node of a topology, by index.
 using node_id = std::uint32_t;
 
-/// Where a key's commands go, for grouping work: keys with equal routes may share one script
-/// call (same node, same cluster slot).
+/// Where a key's commands go. Keys with equal routes share a connection, so calls about them
+/// run in the order sent (what a renewal batch needs: renewals sent before a release never run
+/// after it). Keys with an equal node and slot may share one script call (`one_script_reaches`).
 struct route {
   node_id node = 0;
   std::uint32_t slot = 0;  // 0 where the deployment is not sharded
+  std::uint32_t lane = 0;  // which of the node's command connections, where it has several
   friend bool operator==(const route&, const route&) = default;
   friend auto operator<=>(const route&, const route&) = default;
 };
+
+/// True if one script call may touch keys at `a` and at `b` (one node, one cluster slot).
+inline bool one_script_reaches(const route& a, const route& b) noexcept {
+  return a.node == b.node && a.slot == b.slot;
+}
 
 /// Whether a write's reply counts on the master's word alone, or only once the replicas the
 /// client asks for (client_options::min_replica_acks) have it too (WAIT).
@@ -66,6 +73,9 @@ class topology {
   /// Sends one script call to `node` (its keys in one slot); `done` runs once, on the I/O thread
   /// (or inline with errc::client_closed once closed). Redirects and failovers are the
   /// topology's business, not the caller's. Any thread.
+  /// The call goes on the connection of `keys[0]`'s route: calls whose first keys share a route
+  /// run in the order sent. Every call about a lock therefore puts the lock's own key first, and
+  /// a call that undoes another puts the same key first as the call it undoes.
   /// With durability::replicas and min_replica_acks set, the reply comes with
   /// errc::not_replicated when too few replicas acknowledged the write (see replica_ack.hpp).
   virtual void eval(node_id node, const script& s, std::span<const std::string_view> keys,

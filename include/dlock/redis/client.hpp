@@ -25,11 +25,12 @@ namespace detail {
 struct redis_client_access;
 }
 
-/// What a client has done so far; all counts are since construction.
+/// What a client has done so far, over all its command connections; all counts are since
+/// construction.
 struct client_counters {
   std::uint64_t commands_sent = 0;  ///< commands written to the socket
   std::uint64_t writes = 0;         ///< socket writes that carried them (fewer = more pipelining)
-  std::uint64_t replies = 0;        ///< replies received on the command connection
+  std::uint64_t replies = 0;        ///< replies received on the command connections
   std::uint64_t reconnects = 0;     ///< successful reconnects after a lost connection
   std::uint64_t connection_losses = 0;
   std::uint64_t timeouts = 0;          ///< commands that failed with errc::timeout

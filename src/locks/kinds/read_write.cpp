@@ -113,7 +113,7 @@ class write_protocol final : public read_write_side {
     end_hold(c, "", true, std::move(done));
   }
   void abandon(const lock_call& c, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.aux_key1, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};
     const std::string_view args[] = {c.owner, write_unlock_message, c.topo.publish_command()};
     c.topo.eval(c.node, abandon_, keys, args, c.deadline, durability::master, std::move(done));
   }

@@ -5,13 +5,12 @@
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
 -- refreshed), or 1 + the number of subscribers the unlock message reached; the server's error
 -- if it refuses the read (an ACL).
--- pcall: HEXISTS on a key of another type fails, and that too means "not ours"; any other
--- failure (an ACL that forbids HEXISTS) goes back to the caller.
-local held = redis.pcall('hexists', KEYS[1], ARGV[2])
+--#include _guarded_read
+local held, refused = guarded_read('hexists', KEYS[1], ARGV[2])
+if refused then
+  return refused
+end
 if held ~= 1 then
-  if type(held) == 'table' and not string.find(held.err, '^WRONGTYPE') then
-    return held
-  end
   return nil
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

@@ -3,13 +3,12 @@
 -- ARGV[1] token           ARGV[2] unlock message     ARGV[3] 'publish', 'spublish' or '' (none)
 -- Returns nil if the token does not hold it (nothing changes), else 1 + the number of
 -- subscribers the unlock message reached; the server's error if it refuses the read (an ACL).
--- pcall: GET on a key of another type fails, and that too means "not ours"; any other failure
--- (an ACL that forbids GET) goes back to the caller.
-local value = redis.pcall('get', KEYS[1])
+--#include _guarded_read
+local value, refused = guarded_read('get', KEYS[1])
+if refused then
+  return refused
+end
 if value ~= ARGV[1] then
-  if type(value) == 'table' and not string.find(value.err, '^WRONGTYPE') then
-    return value
-  end
   return nil
 end
 redis.call('del', KEYS[1])
