@@ -39,7 +39,7 @@ void connection::note_deadline_locked(clock::time_point deadline, bool& rearm) {
 // it can, else hands the job to the I/O thread. If a writer is active, it picks these bytes up
 // in its next round.
 template <class Encode>
-void connection::enqueue(pending&& p, Encode&& encode) {
+void connection::enqueue(pending&& p, Encode&& encode, bool asking) {
   bool become_writer = false;
   bool idle = false;
   bool rearm = false;
@@ -50,6 +50,14 @@ void connection::enqueue(pending&& p, Encode&& encode) {
       lock.unlock();
       p.done(reason, {});
       return;
+    }
+    if (asking) {
+      // ASKING holds for the next command on the connection only: queued in the same critical
+      // section, nothing another thread submits can come between it and its command.
+      static constexpr std::string_view asking_args[] = {"ASKING"};
+      wire::encode_command(outbox_, asking_args);
+      outbox_pending_.push_back(
+          pending{[](std::error_code, reply) {}, p.deadline, std::nullopt, {}, 0, false});
     }
     encode(outbox_);
     note_deadline_locked(p.deadline, rearm);
@@ -165,14 +173,15 @@ void connection::forget_socket() {
 }
 
 void connection::submit(std::span<const std::string_view> args, clock::time_point deadline,
-                        reply_callback done) {
-  enqueue(pending{std::move(done), deadline, std::nullopt, {}, 0, false},
-          [&](std::string& out) { wire::encode_command(out, args); });
+                        reply_callback done, bool asking) {
+  enqueue(
+      pending{std::move(done), deadline, std::nullopt, {}, 0, false},
+      [&](std::string& out) { wire::encode_command(out, args); }, asking);
 }
 
 void connection::submit_eval(const script& s, std::span<const std::string_view> keys,
                              std::span<const std::string_view> args, clock::time_point deadline,
-                             reply_callback done) {
+                             reply_callback done, bool asking) {
   // "numkeys keys... args..." is kept, encoded, to re-send as EVAL after a NOSCRIPT. `encode`
   // reads it from `p` before `enqueue` moves `p` into the queue.
   pending p{std::move(done), deadline, s, {}, 1 + keys.size() + args.size(), false};
@@ -186,14 +195,17 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
     wire::encode_bulk(p.eval_tail, a);
   const std::string& tail = p.eval_tail;
   const std::size_t count = 2 + p.eval_tail_count;
-  enqueue(std::move(p), [&](std::string& out) {
-    detail::assume_held(mutex_);  // enqueue encodes under the lock
-    const bool loaded = !loaded_scripts_.insert(s.sha1()).second;
-    wire::encode_array_header(out, count);
-    wire::encode_bulk(out, loaded ? "EVALSHA" : "EVAL");
-    wire::encode_bulk(out, loaded ? std::string_view(s.sha1()) : s.source());
-    out += tail;
-  });
+  enqueue(
+      std::move(p),
+      [&](std::string& out) {
+        detail::assume_held(mutex_);  // enqueue encodes under the lock
+        const bool loaded = !loaded_scripts_.insert(s.sha1()).second;
+        wire::encode_array_header(out, count);
+        wire::encode_bulk(out, loaded ? "EVALSHA" : "EVAL");
+        wire::encode_bulk(out, loaded ? std::string_view(s.sha1()) : s.source());
+        out += tail;
+      },
+      asking);
 }
 
 void connection::send_raw(std::string_view bytes) {

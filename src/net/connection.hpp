@@ -69,13 +69,16 @@ class connection {
   // --- any thread ---
 
   /// Queues one command. `done` runs exactly once: on the I/O thread, or inline on the calling
-  /// thread with errc::client_closed if the connection is closed.
+  /// thread with errc::client_closed if the connection is closed. `asking`: ASKING goes right
+  /// before it (a cluster's ASK redirect), with no other thread's command between the two.
   void submit(std::span<const std::string_view> args, clock::time_point deadline,
-              reply_callback done);
-  /// Queues EVALSHA of `s`; on NOSCRIPT the command is re-sent once as EVAL, transparently.
+              reply_callback done, bool asking = false);
+  /// Queues EVALSHA of `s`; on NOSCRIPT the command is re-sent once as EVAL, transparently
+  /// (without ASKING: a redirect then comes back, and its caller asks again). `asking` as for
+  /// submit.
   void submit_eval(const script& s, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, clock::time_point deadline,
-                   reply_callback done);
+                   reply_callback done, bool asking = false);
 
   const connection_counters& counters() const noexcept { return counters_; }
   /// True while connected and past the handshake.
@@ -131,7 +134,7 @@ class connection {
   };
 
   template <class Encode>
-  void enqueue(pending&& p, Encode&& encode);
+  void enqueue(pending&& p, Encode&& encode, bool asking = false);
   void note_deadline_locked(clock::time_point deadline, bool& rearm) DLOCK_REQUIRES(mutex_);
   void begin_attempt();
   void attempt_failed(std::error_code ec, const std::string& detail);

@@ -68,18 +68,19 @@ struct acknowledged_call {
 
 void eval_acknowledged(net::connection& c, const script& s, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, net::clock::time_point deadline,
-                       write_ack ack, net::reply_callback done) {
+                       write_ack ack, net::reply_callback done, bool asking) {
   if (ack.replicas <= 0) {
-    c.submit_eval(s, keys, args, deadline, std::move(done));
+    c.submit_eval(s, keys, args, deadline, std::move(done), asking);
     return;
   }
   // wait_outstanding is set before the script goes out: once it has, this thread must not
   // write to the call (its reply may be handled on the I/O thread before the WAIT below is sent).
   auto call = std::make_shared<acknowledged_call>(
       acknowledged_call{c, ack, deadline, std::move(done), {}, true, false});
-  c.submit_eval(s, keys, args, deadline, [call](std::error_code ec, reply r) {
-    call->on_script_reply(call, ec, std::move(r));
-  });
+  c.submit_eval(
+      s, keys, args, deadline,
+      [call](std::error_code ec, reply r) { call->on_script_reply(call, ec, std::move(r)); },
+      asking);
   call->submit_wait(call);
 }
 

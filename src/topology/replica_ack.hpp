@@ -23,9 +23,9 @@ struct write_ack {
 /// made on the master: the caller decides whether to undo it); or the script's or the
 /// connection's own error. A NOSCRIPT retry lands after the first WAIT, so a second WAIT covers
 /// it. WAIT blocks the connection for up to `ack.timeout` when replicas lag: every command
-/// behind it waits as long.
+/// behind it waits as long. `asking`: ASKING right before the script (connection::submit_eval).
 void eval_acknowledged(net::connection& c, const script& s, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, net::clock::time_point deadline,
-                       write_ack ack, net::reply_callback done);
+                       write_ack ack, net::reply_callback done, bool asking = false);
 
 }  // namespace dlock::detail

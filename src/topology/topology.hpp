@@ -113,10 +113,11 @@ class topology {
 
  protected:
   /// Sends `s` on `c`, with WAIT behind it when `d` asks for replicas and `ack` has some; counts
-  /// writes too few replicas acknowledged. For implementations' eval.
+  /// writes too few replicas acknowledged. `asking`: ASKING right before the script (a cluster's
+  /// ASK redirect). For implementations' eval.
   void eval_on(net::connection& c, const script& s, std::span<const std::string_view> keys,
                std::span<const std::string_view> args, net::clock::time_point deadline,
-               durability d, write_ack ack, net::reply_callback done);
+               durability d, write_ack ack, net::reply_callback done, bool asking = false);
 
   topology_counters counters_;
 };
