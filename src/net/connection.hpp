@@ -83,6 +83,10 @@ class connection {
   const connection_counters& counters() const noexcept { return counters_; }
   /// True while connected and past the handshake.
   bool up() const noexcept { return up_.load(std::memory_order_relaxed); }
+  /// True while not up after an attempt ended: neither connected nor still on the first try.
+  bool down() const noexcept {
+    return !up() && first_attempt_ended_.load(std::memory_order_relaxed);
+  }
   /// I/O thread only for host and port (retarget changes them).
   const connection_options& options() const noexcept { return options_; }
 
@@ -166,6 +170,7 @@ class connection {
   const mode mode_;
   connection_counters counters_;
   std::atomic<bool> up_{false};
+  std::atomic<bool> first_attempt_ended_{false};
 
   // Shared with submitting threads.
   detail::mutex mutex_;

@@ -55,6 +55,7 @@ void connection::became_ready() {
   connect_timer_.cancel();
   state_ = state::ready;
   up_ = true;
+  first_attempt_ended_ = true;
   backoff_.reset();
   last_read_at_ = clock::now();
   ping_sent_ = false;
@@ -89,6 +90,7 @@ void connection::attempt_failed(std::error_code ec, const std::string& detail) {
   write_buffer_.clear();
   if (state_ == state::closed) return;
   state_ = state::backoff;
+  first_attempt_ended_ = true;
   if (first_attempt_) std::exchange(first_attempt_, nullptr)(ec, detail);
   if (attempt_failed_handler_) attempt_failed_handler_(ec);
   if (state_ == state::backoff) schedule_reconnect();
