@@ -1,6 +1,6 @@
 // client_options::command_connections: a client spreads lock names over several command
-// connections to one server, each name always on the same one, so a name's calls still run in
-// the order the client sent them.
+// connections to each server (a standalone one, each cluster master, each RedLock master), each
+// name always on the same one, so a name's calls still run in the order the client sent them.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -161,6 +161,32 @@ TEST(ClusterCommandConnections, EveryMasterGetsAsManyConnectionsAsAsked) {
           << "a connection to master " << m << " carried no lock call: " << cmd;
   }
   EXPECT_EQ(c.stats().moved_redirects, 0u) << "every call went to its slot's master";
+}
+
+class RedLockCommandConnections : public redis_test {
+ protected:
+  std::size_t server_count() const override { return 3; }
+};
+
+// Each RedLock master gets the same count, every one carrying lock calls.
+TEST_F(RedLockCommandConnections, EveryMasterGetsAsManyConnectionsAsAsked) {
+  auto o = client_options::redlock_masters({url(0), url(1), url(2)});
+  for (auto& m : o.redlock.masters)
+    m.client_name = "redlock-lanes";
+  o.command_connections = 3;
+  client c(o);
+  for (int i = 0; i < 64; ++i) {
+    auto l = c.simple(key(numbered("redlock-spread:", static_cast<std::size_t>(i)))).acquire();
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(l.release());
+  }
+  for (std::size_t m = 0; m < 3; ++m) {
+    const auto cmds = last_commands_at(server(m).port(), "redlock-lanes");
+    EXPECT_EQ(cmds.size(), 3u) << "command connections to master " << m;
+    for (const auto& cmd : cmds)
+      EXPECT_TRUE(cmd == "evalsha" || cmd == "eval")
+          << "a connection to master " << m << " carried no lock call: " << cmd;
+  }
 }
 
 TEST_F(CommandConnections, OutOfRangeCountsAreRefused) {
