@@ -164,7 +164,6 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
   ts.standalone.seconds = o.seconds;
   ts.standalone.rounds = rounds;
   ts.standalone.redis_benchmark = o.redis_benchmark;
-  ts.standalone.command_connections = o.command_connections;
   ts.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   ts.cluster_seeds = cluster.seed_urls();
 
@@ -234,7 +233,6 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
   rs.standalone.seconds = o.seconds;
   rs.standalone.rounds = rounds;
   rs.standalone.redis_benchmark = o.redis_benchmark;
-  rs.standalone.command_connections = o.command_connections;
   rs.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   redlock_options ro;
   ro.uncontended = wants(o, "uncontended");

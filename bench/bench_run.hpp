@@ -57,8 +57,7 @@ struct bench_run_options {
 
   // Scenario knobs (0 or empty: the scenario's default).
   std::vector<int> threads;  ///< throughput thread counts
-  /// client_options::command_connections of the uncontended and throughput clients (standalone),
-  /// and of every client of the cluster and RedLock benches
+  /// client_options::command_connections of the uncontended and throughput clients (standalone)
   std::size_t command_connections = 0;
   bool throughput_try_acquire = false;
   int workers = 8;  ///< hand-off workers

@@ -162,11 +162,9 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
   if (o.threads.empty()) return {};
   side standalone, cluster;
   standalone.name = "standalone";
-  standalone.c =
-      std::make_unique<client>(with_command_connections(client_options::from_url(s.url), s));
+  standalone.c = std::make_unique<client>(s.url);
   cluster.name = "cluster";
-  cluster.c = std::make_unique<client>(
-      with_command_connections(client_options::cluster(ts.cluster_seeds), s));
+  cluster.c = std::make_unique<client>(client_options::cluster(ts.cluster_seeds));
   const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
   std::vector<std::string> names;
   for (int i = 0; i < max_threads; ++i)
@@ -426,10 +424,8 @@ std::vector<scenario_result> run_cluster_watchdog(const topology_settings& ts,
   check(ts);
   if (o.leases == 0) throw std::invalid_argument("cluster watchdog needs at least one lease");
   const auto& s = ts.standalone;
-  const auto st = hold_and_measure(s, with_command_connections(client_options::from_url(s.url), s),
-                                   o, "standalone");
-  const auto cl = hold_and_measure(
-      s, with_command_connections(client_options::cluster(ts.cluster_seeds), s), o, "cluster");
+  const auto st = hold_and_measure(s, client_options::from_url(s.url), o, "standalone");
+  const auto cl = hold_and_measure(s, client_options::cluster(ts.cluster_seeds), o, "cluster");
 
   const std::string config = format(
       "%zu leases per topology, lease %lld ms, period %lld ms, "

@@ -50,9 +50,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   app.add_option("--command-connections", o.command_connections,
-                 "Command connections of the uncontended and throughput clients, and of every "
-                 "client of --topology cluster and redlock (default: the library's, "
-                 "client_options::command_connections)")
+                 "Command connections of the uncontended and throughput clients (default: the "
+                 "library's, client_options::command_connections)")
       ->check(CLI::Range(1, 64));
   app.add_flag("--throughput-try-acquire", o.throughput_try_acquire,
                "Diagnostic: throughput with try_acquire() instead of acquire()");

@@ -55,7 +55,9 @@ void check_settings(const bench_settings& s) {
 }
 
 client_options client_options_of(const bench_settings& s) {
-  return with_command_connections(client_options::from_url(s.url), s);
+  auto o = client_options::from_url(s.url);
+  if (s.command_connections != 0) o.command_connections = s.command_connections;
+  return o;
 }
 
 // Commands that clients issue to take and release locks. Script-internal calls show up in
@@ -125,11 +127,6 @@ double micros_since(clock_type::time_point t0) {
 }
 
 }  // namespace
-
-client_options with_command_connections(client_options o, const bench_settings& s) {
-  if (s.command_connections != 0) o.command_connections = s.command_connections;
-  return o;
-}
 
 const std::vector<double>& distribution_percentiles() {
   static const std::vector<double> points{1,  2.5, 5,  10, 15,   20,   25,   30,    35,   40,

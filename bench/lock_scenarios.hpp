@@ -19,8 +19,6 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "dlock/client.hpp"
-
 namespace dlock::bench {
 
 /// A named value beside a result's main numbers (rates, latencies, counts, notes).
@@ -74,14 +72,11 @@ struct bench_settings {
   int rounds = 6;
   /// The redis-benchmark program (throughput scenario only).
   std::string redis_benchmark = "redis-benchmark";
-  /// client_options::command_connections of the uncontended and throughput clients (and of
-  /// both sides' clients in the cluster and RedLock benches); 0: the library's default.
+  /// client_options::command_connections of the uncontended and throughput clients; 0: the
+  /// library's default.
   std::size_t command_connections = 0;
   progress_callback progress;
 };
-
-/// `o` with `s.command_connections` applied (unchanged when that is 0).
-client_options with_command_connections(client_options o, const bench_settings& s);
 
 // ---- 1. uncontended ----------------------------------------------------------------------------
 

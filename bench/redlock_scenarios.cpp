@@ -141,9 +141,8 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
   auto say = [&](const std::string& m) {
     if (st.progress) st.progress(m);
   };
-  std::array<side, 2> sides{
-      side{"redlock", with_command_connections(client_options::redlock_masters(s.masters), st), {}},
-      side{"standalone", with_command_connections(client_options::from_url(st.url), st), {}}};
+  std::array<side, 2> sides{side{"redlock", client_options::redlock_masters(s.masters), {}},
+                            side{"standalone", client_options::from_url(st.url), {}}};
   lease_options lo;
   lo.lease_time = o.lease;
   std::vector<scenario_result> results;

@@ -89,12 +89,12 @@ struct DLOCK_API client_options {
   /// A waiter that hears no unlock message re-checks the lock at least this often, so a lost
   /// message costs at most this long. Must be positive.
   std::chrono::milliseconds max_recheck{1'000};
-  /// Command connections the client opens to a standalone server, a Sentinel-managed master, each
-  /// cluster master or each RedLock master (besides one for pub/sub), 1 to 64. Each lock name's
-  /// calls always go on the same one, picked by its cluster hash slot, so they run in the order
-  /// sent; different names spread over them, so the server works on one connection's batch while
-  /// the client handles another's replies (docs/benchmarks.md measures 1 against 2). `redis()` uses
-  /// the first.
+  /// Command connections the client opens to a standalone server or a Sentinel-managed master
+  /// (besides one for pub/sub), 1 to 64. Each lock name's calls always go on the same one,
+  /// picked by its cluster hash slot, so they run in the order sent; different names spread
+  /// over them, so the server works on one connection's batch while the client handles
+  /// another's replies (docs/benchmarks.md measures 1 against 2). `redis()` uses the first.
+  /// A cluster's nodes and RedLock's masters get one each.
   std::size_t command_connections = 2;
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;

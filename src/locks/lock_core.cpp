@@ -86,12 +86,8 @@ std::unique_ptr<topology> make_topology(const client_options& o,
     return std::make_unique<sentinel_topology>(o.connection, o.sentinel, io, ack,
                                                o.command_connections);
   }
-  if (!o.cluster_seeds.empty()) {
-    return std::make_unique<cluster_topology>(o.cluster_seeds, io, ack, o.command_connections);
-  }
-  if (!o.redlock.masters.empty()) {
-    return std::make_unique<redlock_topology>(o.redlock.masters, io, o.command_connections);
-  }
+  if (!o.cluster_seeds.empty()) return std::make_unique<cluster_topology>(o.cluster_seeds, io, ack);
+  if (!o.redlock.masters.empty()) return std::make_unique<redlock_topology>(o.redlock.masters, io);
   return std::make_unique<standalone_topology>(o.connection, io, ack,
                                                connect_settings{.require_master = false,
                                                                 .background = false,

@@ -53,12 +53,10 @@ struct cluster_topology::call {
 };
 
 cluster_topology::cluster_topology(const std::vector<connection_options>& seeds,
-                                   std::shared_ptr<net::io_thread> io, write_ack ack,
-                                   std::size_t lanes)
+                                   std::shared_ptr<net::io_thread> io, write_ack ack)
     : io_(std::move(io)),
       node_options_(seeds.empty() ? connection_options{} : seeds.front()),
       ack_(ack),
-      lanes_(std::max<std::size_t>(lanes, 1)),
       refresh_timer_(io_->context()) {
   if (seeds.empty()) throw error(errc::invalid_argument, "a cluster needs at least one seed URL");
   for (const auto& s : seeds) {
@@ -116,7 +114,7 @@ void cluster_topology::release_on_io(std::unique_ptr<redis_client> c) {
   io_->close_then_release(
       [&] {
         if (impl.subscriber_) impl.subscriber_->close();
-        impl.close_lanes(errc::client_closed);
+        impl.commands->close(errc::client_closed);
       },
       [&] { c.reset(); });
 }
@@ -152,7 +150,7 @@ node_id cluster_topology::node_for(const node_address& address) {
   // Connects in the background: this runs on the I/O thread, which the connection needs.
   n->client = redis_client_access::on_shared_io(
       at(node_options_, address), io_,
-      {.require_master = false, .background = true, .on_first_attempt = {}, .lanes = lanes_});
+      {.require_master = false, .background = true, .on_first_attempt = {}});
   n->impl = &redis_client_access::get(*n->client);
   n->impl->set_attempt_failed_handler([this](std::error_code) { refresh_later(); });
   lock_guard lock(nodes_mutex_);
@@ -166,8 +164,7 @@ std::span<const node_id> cluster_topology::nodes_for(std::string_view key) {
 }
 
 route cluster_topology::route_of(node_id node, std::string_view key) const {
-  const auto slot = key_slot(key);
-  return {.node = node, .slot = slot, .lane = lane_of(slot)};
+  return {node, key_slot(key)};
 }
 
 void cluster_topology::eval(node_id, const script& s, std::span<const std::string_view> keys,
@@ -209,7 +206,7 @@ void cluster_topology::command(std::string_view key, std::span<const std::string
 
 void cluster_topology::send(const std::shared_ptr<call>& c, node_id target, bool asking) {
   auto n = node_at(target);
-  auto& connection = n->impl->lane(lane_of(c->slot));
+  auto& connection = *n->impl->commands;
   auto reply_to = [this, c, target](std::error_code ec, reply r) {
     on_reply(c, target, ec, std::move(r));
   };
@@ -353,10 +350,8 @@ void cluster_topology::apply(const slot_ranges& map) {
     all = nodes_;
   }
   for (node_id id = 0; id < all.size(); ++id) {
-    if (id < owns.size() && owns[id]) continue;
-    for (std::size_t lane = 0; lane < all[id]->impl->lanes(); ++lane) {
-      auto& connection = all[id]->impl->lane(lane);
-      if (!connection.up()) connection.fail_unsent(errc::connect_failed);
+    if ((id >= owns.size() || !owns[id]) && !all[id]->impl->commands->up()) {
+      all[id]->impl->commands->fail_unsent(errc::connect_failed);
     }
   }
 }
@@ -413,7 +408,7 @@ void cluster_topology::close(std::error_code reason) {
     all = nodes_;
   }
   for (const auto& n : all)
-    n->impl->close_lanes(reason);
+    n->impl->commands->close(reason);
 }
 
 redis_client& cluster_topology::redis() noexcept {

@@ -1,11 +1,10 @@
-// A Redis Cluster: commands go to the master that owns their key's slot, over pipelined
-// connections to each master (client_options::command_connections of them; a slot always takes
-// the same one, so one name's calls run in the order sent). MOVED updates the slot map and resends;
-// ASK resends once to the importing node after ASKING; TRYAGAIN and CLUSTERDOWN are retried while
-// the caller's deadline allows. The whole map is fetched again (CLUSTER SLOTS) after a MOVED, after
-// a node becomes unreachable and after a subscription is displaced, which is how a failover is
-// followed. Unlock channels use sharded pub/sub on the slot's node (SSUBSCRIBE/SPUBLISH), as
-// Redisson does on Redis 7.
+// A Redis Cluster: commands go to the master that owns their key's slot, over one pipelined
+// connection per master (more per master measured slower: docs/benchmarks.md 0.0). MOVED updates
+// the slot map and resends; ASK resends once to the importing node after ASKING; TRYAGAIN and
+// CLUSTERDOWN are retried while the caller's deadline allows. The whole map is fetched again
+// (CLUSTER SLOTS) after a MOVED, after a node becomes unreachable and after a subscription is
+// displaced, which is how a failover is followed. Unlock channels use sharded pub/sub on the slot's
+// node (SSUBSCRIBE/SPUBLISH), as Redisson does on Redis 7.
 #pragma once
 
 #include <array>
@@ -26,10 +25,9 @@ class cluster_topology final : public topology {
   /// Reads the slot map from the first seed that answers and connects to the masters (in the
   /// background). `node_options` holds credentials, TLS and timeouts for every node. Throws
   /// errc::connect_failed when no seed answers CLUSTER SLOTS (the message has each seed's
-  /// reason), errc::invalid_argument when a seed is not in cluster mode. `lanes`: command
-  /// connections per master (at least 1).
+  /// reason), errc::invalid_argument when a seed is not in cluster mode.
   cluster_topology(const std::vector<connection_options>& seeds, std::shared_ptr<net::io_thread> io,
-                   write_ack ack, std::size_t lanes = 1);
+                   write_ack ack);
   ~cluster_topology() override;
 
   net::io_thread& io() noexcept override { return *io_; }
@@ -71,14 +69,10 @@ class cluster_topology final : public topology {
   void apply(const slot_ranges& map);
   void rehome_subscriptions();
   void place(subscription_record& s);
-  std::uint32_t lane_of(std::uint16_t slot) const noexcept {
-    return static_cast<std::uint32_t>(slot % lanes_);
-  }
 
   const std::shared_ptr<net::io_thread> io_;
   const connection_options node_options_;
   const write_ack ack_;
-  const std::size_t lanes_;
   std::array<std::atomic<node_id>, cluster_slots> owner_{};
 
   mutable mutex nodes_mutex_;

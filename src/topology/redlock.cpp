@@ -9,7 +9,7 @@
 namespace dlock::detail {
 
 redlock_topology::redlock_topology(const std::vector<connection_options>& masters,
-                                   std::shared_ptr<net::io_thread> io, std::size_t lanes)
+                                   std::shared_ptr<net::io_thread> io)
     : io_(std::move(io)) {
   if (masters.size() < 3) {
     throw error(errc::invalid_argument,
@@ -33,22 +33,20 @@ redlock_topology::redlock_topology(const std::vector<connection_options>& master
         connect_settings{
             .require_master = false,
             .background = true,
-            .on_first_attempt =
-                [first, where](std::error_code ec, const std::string& detail) {
-                  std::lock_guard lock(first->m);
-                  ++first->answered;
-                  if (!ec) {
-                    ++first->up;
-                  } else if (ec == errc::auth_failed || ec == errc::tls_failed) {
-                    if (!first->refused.first) {
-                      first->refused = {ec, "RedLock master " + where + ": " + detail};
-                    }
-                  } else if (!first->unreachable.first) {
-                    first->unreachable = {ec, "RedLock master " + where + ": " + detail};
-                  }
-                  first->cv.notify_all();
-                },
-            .lanes = lanes}));
+            .on_first_attempt = [first, where](std::error_code ec, const std::string& detail) {
+              std::lock_guard lock(first->m);
+              ++first->answered;
+              if (!ec) {
+                ++first->up;
+              } else if (ec == errc::auth_failed || ec == errc::tls_failed) {
+                if (!first->refused.first) {
+                  first->refused = {ec, "RedLock master " + where + ": " + detail};
+                }
+              } else if (!first->unreachable.first) {
+                first->unreachable = {ec, "RedLock master " + where + ": " + detail};
+              }
+              first->cv.notify_all();
+            }}));
   }
   all_.resize(masters_.size());
   std::iota(all_.begin(), all_.end(), node_id{0});
@@ -86,8 +84,8 @@ std::span<const node_id> redlock_topology::nodes_for(std::string_view) {
   return all_;
 }
 
-route redlock_topology::route_of(node_id, std::string_view key) const {
-  return masters_.front()->route_of(0, key);  // every master has the same lanes
+route redlock_topology::route_of(node_id, std::string_view) const {
+  return {};
 }
 
 void redlock_topology::eval(node_id node, const script& s, std::span<const std::string_view> keys,
@@ -96,7 +94,7 @@ void redlock_topology::eval(node_id node, const script& s, std::span<const std::
   // A master that is down answers at once: RedLock decides on the others, and a command queued
   // for its return would only delay the decision until the node timeout. One still on its first
   // attempt (the client has just started) is not known to be down: it gets the call.
-  if (masters_.at(node)->down_for(keys.empty() ? std::string_view() : keys.front())) {
+  if (redis_client_access::get(masters_.at(node)->redis()).commands->down()) {
     io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
     return;
   }

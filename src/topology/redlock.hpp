@@ -23,14 +23,13 @@ class redlock_topology final : public topology {
   /// master refuses our credentials or TLS (a misconfiguration, not an outage),
   /// errc::connect_failed when none is reachable, errc::invalid_argument for fewer than 3 masters.
   redlock_topology(const std::vector<connection_options>& masters,
-                   std::shared_ptr<net::io_thread> io, std::size_t lanes = 1);
+                   std::shared_ptr<net::io_thread> io);
   ~redlock_topology() override;
 
   net::io_thread& io() noexcept override;
   /// Every master, for every key.
   std::span<const node_id> nodes_for(std::string_view key) override;
-  /// One node and slot for all keys (the kinds' quorum wrapper sends each batch to every
-  /// master); the lane is the key's, the same on every master.
+  /// One route for all keys: the kinds' quorum wrapper sends each batch to every master.
   route route_of(node_id node, std::string_view key) const override;
   void eval(node_id node, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, net::clock::time_point deadline, durability d,

@@ -36,8 +36,6 @@ class standalone_topology : public topology {
   void unsubscribe(std::uint64_t id) override;
   void close(std::error_code reason) override;
   redis_client& redis() noexcept override;
-  /// True while the connection `key`'s calls take is down (connection::down). Any thread.
-  bool down_for(std::string_view key) const noexcept { return impl_.lane(lane_of(key)).down(); }
 
  protected:
   redis_client::impl& server() noexcept { return impl_; }

@@ -1,6 +1,6 @@
 // client_options::command_connections: a client spreads lock names over several command
-// connections to each server (a standalone one, each cluster master, each RedLock master), each
-// name always on the same one, so a name's calls still run in the order the client sent them.
+// connections to one server, each name always on the same one, so a name's calls still run in
+// the order the client sent them.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -90,21 +90,6 @@ class call_monitor {
   std::string buffer_;
 };
 
-// The server's view of the connections named `name` on the server at `port`: the last command
-// of each.
-std::vector<std::string> last_commands_at(std::uint16_t port, const std::string& name) {
-  std::istringstream list(raw_redis(port)({"CLIENT", "LIST"}).str());
-  std::vector<std::string> out;
-  for (std::string line; std::getline(list, line);) {
-    if (line.find(" name=" + name + " ") == std::string::npos) continue;
-    std::istringstream fields(line);
-    for (std::string field; fields >> field;) {
-      if (field.rfind("cmd=", 0) == 0) out.push_back(field.substr(4));
-    }
-  }
-  return out;
-}
-
 class CommandConnections : public redis_test {
  protected:
   client_options options(std::size_t connections, const std::string& name) {
@@ -114,8 +99,18 @@ class CommandConnections : public redis_test {
     return o;
   }
 
+  // The server's view of the connections named `name`: the last command of each.
   std::vector<std::string> last_commands(const std::string& name) {
-    return last_commands_at(server().port(), name);
+    std::istringstream list(raw_redis(server().port())({"CLIENT", "LIST"}).str());
+    std::vector<std::string> out;
+    for (std::string line; std::getline(list, line);) {
+      if (line.find(" name=" + name + " ") == std::string::npos) continue;
+      std::istringstream fields(line);
+      for (std::string field; fields >> field;) {
+        if (field.rfind("cmd=", 0) == 0) out.push_back(field.substr(4));
+      }
+    }
+    return out;
   }
 };
 
@@ -134,58 +129,6 @@ TEST_F(CommandConnections, NamesSpreadOverAsManyConnectionsAsAsked) {
     for (const auto& cmd : cmds)
       EXPECT_TRUE(cmd == "evalsha" || cmd == "eval")
           << "a connection carried no lock call: " << cmd;
-  }
-}
-
-// Each cluster master gets the same count, and the client still follows the cluster: every name
-// lands on its slot's master whichever of the master's connections carries it.
-TEST(ClusterCommandConnections, EveryMasterGetsAsManyConnectionsAsAsked) {
-  embedded::redis_cluster cluster;
-  auto o = client_options::cluster(cluster.seed_urls());
-  for (auto& seed : o.cluster_seeds)
-    seed.client_name = "cluster-lanes";
-  o.command_connections = 3;
-  client c(o);
-  for (int i = 0; i < 256; ++i) {
-    auto l = c.simple(numbered("cluster-spread:", static_cast<std::size_t>(i))).acquire();
-    ASSERT_TRUE(l);
-    ASSERT_TRUE(l.release());
-  }
-  const auto masters = cluster.master_indexes();
-  ASSERT_EQ(masters.size(), 3u);
-  for (const auto m : masters) {
-    const auto cmds = last_commands_at(cluster.node(m).port(), "cluster-lanes");
-    EXPECT_EQ(cmds.size(), 3u) << "command connections to master " << m;
-    for (const auto& cmd : cmds)
-      EXPECT_TRUE(cmd == "evalsha" || cmd == "eval")
-          << "a connection to master " << m << " carried no lock call: " << cmd;
-  }
-  EXPECT_EQ(c.stats().moved_redirects, 0u) << "every call went to its slot's master";
-}
-
-class RedLockCommandConnections : public redis_test {
- protected:
-  std::size_t server_count() const override { return 3; }
-};
-
-// Each RedLock master gets the same count, every one carrying lock calls.
-TEST_F(RedLockCommandConnections, EveryMasterGetsAsManyConnectionsAsAsked) {
-  auto o = client_options::redlock_masters({url(0), url(1), url(2)});
-  for (auto& m : o.redlock.masters)
-    m.client_name = "redlock-lanes";
-  o.command_connections = 3;
-  client c(o);
-  for (int i = 0; i < 64; ++i) {
-    auto l = c.simple(key(numbered("redlock-spread:", static_cast<std::size_t>(i)))).acquire();
-    ASSERT_TRUE(l);
-    ASSERT_TRUE(l.release());
-  }
-  for (std::size_t m = 0; m < 3; ++m) {
-    const auto cmds = last_commands_at(server(m).port(), "redlock-lanes");
-    EXPECT_EQ(cmds.size(), 3u) << "command connections to master " << m;
-    for (const auto& cmd : cmds)
-      EXPECT_TRUE(cmd == "evalsha" || cmd == "eval")
-          << "a connection to master " << m << " carried no lock call: " << cmd;
   }
 }
 
