@@ -26,9 +26,9 @@
 //    try_acquire_until(10 s) (event-driven waiting), lease::release_async() (the release is sent
 //    at once; the worker does not wait for its reply). Measured with the probe's
 //    switches (--per-worker-client, --one-connection, --reentrant, --watchdog, --try-first): the
-//    shared client costs the least CPU per operation (its single connection batches the
-//    workers' lock scripts, and waiters on one item queue locally and are woken by our own
-//    release without waiting for the PUBLISH echo); lock kind, lease mode and a first
+//    shared client costs the least CPU per operation (its command connections, two by
+//    default, batch the workers' lock scripts, and waiters on one item queue locally and are
+//    woken by our own release without waiting for the PUBLISH echo); lock kind, lease mode and a first
 //    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
 //    no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
 //    the shared, multiplexed connection would take in other workers' commands.
