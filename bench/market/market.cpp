@@ -28,9 +28,9 @@
 //    switches (--per-worker-client, --one-connection, --reentrant, --watchdog, --try-first): the
 //    shared client costs the least CPU per operation (its command connections, two by
 //    default, batch the workers' lock scripts, and waiters on one item queue locally and are
-//    woken by our own release without waiting for the PUBLISH echo); lock kind, lease mode and a first
-//    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
-//    no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
+//    woken by our own release without waiting for the PUBLISH echo); lock kind, lease mode and a
+//    first try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX)
+//    and no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
 //    the shared, multiplexed connection would take in other workers' commands.
 //  * no-lock runs the lock variants' work, command for command, with no lock at all: the rate
 //    the work alone sustains, a ceiling for what any lock costs. It is not safe (two buyers can
