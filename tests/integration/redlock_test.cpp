@@ -322,6 +322,31 @@ TEST_F(RedLock, AStalledMasterHoldsAnAttemptUpOnlyUntilTheNodeTimeout) {
   EXPECT_GE(c.stats().redlock_misses, 1u);
 }
 
+// A client that has just started returns once a majority is connected; a master still on its
+// first connection attempt is not known to be down, so it gets the attempt (queued until its
+// handshake ends) instead of counting as a refusal at once, and the lock lands there too.
+TEST_F(RedLock, AMasterStillConnectingWhenTheClientStartsGetsTheAttemptToo) {
+  auto o = options();
+  for (auto& m : o.redlock.masters)
+    m.connect_timeout = 30s;  // the stalled handshake must outlast the steps below
+  master(4).pause();          // accepts the connection (the kernel does), answers nothing
+  client c(o);
+  auto l = c.simple(key("lock")).acquire({.lease_time = 60s});  // node timeout 3 s
+  ASSERT_TRUE(l);
+  master(4).resume();
+  const auto owner = c.simple(key("lock")).holder()->owner;
+  raw_redis late(master(4).port());
+  const auto limit = steady::now() + 30s;
+  while (late({"GET", key("lock")}).is_nil()) {
+    ASSERT_LT(steady::now(), limit) << "the master that was connecting never got the attempt";
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(late({"GET", key("lock")}).str(), owner);
+  EXPECT_TRUE(l.release());
+  for (std::size_t i = 0; i < kMasters; ++i)
+    EXPECT_EQ(raw_redis(master(i).port())({"EXISTS", key("lock")}).integer(), 0) << "master " << i;
+}
+
 TEST_F(RedLock, AHolderLeftWithAMinorityIsToldAtTheNextRenewal) {
   auto o = options();
   o.watchdog_lease = 5s;
