@@ -59,6 +59,8 @@ struct bench_run_options {
   std::vector<int> threads;  ///< throughput thread counts
   /// client_options::command_connections of the uncontended and throughput clients (standalone)
   std::size_t command_connections = 0;
+  /// client_options::busy_poll of those clients, in microseconds; -1: the library's default
+  int busy_poll_us = -1;
   bool throughput_try_acquire = false;
   int workers = 8;  ///< hand-off workers
   bool shared_client_variant = true;

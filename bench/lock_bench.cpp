@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
                  "Command connections of the uncontended and throughput clients (default: the "
                  "library's, client_options::command_connections)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--busy-poll", o.busy_poll_us,
+                 "client_options::busy_poll of the uncontended and throughput clients, in "
+                 "microseconds (default: the library's; 0 turns it off)")
+      ->check(CLI::Range(0, 10000));
   app.add_flag("--throughput-try-acquire", o.throughput_try_acquire,
                "Diagnostic: throughput with try_acquire() instead of acquire()");
   app.add_option("--workers", o.workers, "Hand-off workers")

@@ -75,6 +75,8 @@ struct bench_settings {
   /// client_options::command_connections of the uncontended and throughput clients; 0: the
   /// library's default.
   std::size_t command_connections = 0;
+  /// client_options::busy_poll of those clients, in microseconds; -1: the library's default.
+  int busy_poll_us = -1;
   progress_callback progress;
 };
 

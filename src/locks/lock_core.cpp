@@ -32,6 +32,10 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
     invalid("command_connections must be between 1 and 64, got " +
             std::to_string(o.command_connections));
   }
+  if (o.busy_poll < 0us || o.busy_poll > 10ms) {
+    invalid("busy_poll must be between 0 and 10 ms, got " + std::to_string(o.busy_poll.count()) +
+            " us");
+  }
   if (o.min_replica_acks < 0) invalid("min_replica_acks must not be negative");
   if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {
     invalid("replica_ack_timeout must be positive");
@@ -98,7 +102,7 @@ std::unique_ptr<topology> make_topology(const client_options& o,
 
 lock_core::lock_core(client_options options)
     : options_(std::move(options)),
-      io_(std::make_shared<net::io_thread>()),
+      io_(std::make_shared<net::io_thread>(options_.busy_poll)),
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period

@@ -333,6 +333,7 @@ void connection::dispatch(reply&& r) {
     p = std::move(inflight_.front());
     inflight_.pop_front();
   }
+  io_.note_round_trip(last_read_at_ - p.written);
   if (p.finished) return;
   if (r.is_error()) {
     if (p.eval_script && r.str().starts_with("NOSCRIPT")) {

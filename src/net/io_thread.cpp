@@ -2,18 +2,39 @@
 
 namespace dlock::net {
 
-io_thread::io_thread() : work_(asio::make_work_guard(context_)) {
+io_thread::io_thread(std::chrono::microseconds busy_poll)
+    : busy_poll_(busy_poll), work_(asio::make_work_guard(context_)) {
   thread_ = std::thread([this] {
     // A handler that throws is a bug in dlock; keep the loop alive rather than kill the process,
     // since every pending caller would otherwise hang until its own timeout.
     for (;;) {
       try {
-        context_.run();
+        run_loop();
         return;
       } catch (...) {
       }
     }
   });
+}
+
+// Like io_context::run, except that after each burst of handlers the thread may keep polling
+// (running whatever becomes ready, without sleeping) for the policy's window before it blocks.
+void io_thread::run_loop() {
+  using clock = std::chrono::steady_clock;
+  if (!busy_poll_.enabled()) {
+    context_.run();
+    return;
+  }
+  while (!context_.stopped()) {
+    const auto window = busy_poll_.window();
+    bool ran = false;
+    if (window.count() > 0) {
+      const auto until = clock::now() + window;
+      while (!ran && !context_.stopped() && clock::now() < until)
+        ran = context_.poll() > 0;
+    }
+    if (!ran) context_.run_one();
+  }
 }
 
 io_thread::~io_thread() {

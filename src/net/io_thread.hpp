@@ -4,15 +4,20 @@
 
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <chrono>
 #include <future>
 #include <thread>
 #include <type_traits>
+
+#include "net/busy_poll.hpp"
 
 namespace dlock::net {
 
 class io_thread {
  public:
-  io_thread();
+  /// Starts the thread. `busy_poll`: how long it polls before it sleeps while replies come back
+  /// fast (busy_poll.hpp); 0 (the default): it sleeps as soon as it has nothing to do.
+  explicit io_thread(std::chrono::microseconds busy_poll = std::chrono::microseconds(0));
   ~io_thread();
   io_thread(const io_thread&) = delete;
   io_thread& operator=(const io_thread&) = delete;
@@ -34,6 +39,11 @@ class io_thread {
     auto result = task.get_future();
     asio::post(context_, [&task] { task(); });
     return result.get();
+  }
+
+  /// A reply came back `round_trip` after its command was written. I/O thread only.
+  void note_round_trip(std::chrono::nanoseconds round_trip) noexcept {
+    busy_poll_.note_round_trip(round_trip);
   }
 
   /// Stops the loop and joins the thread. Pending handlers are destroyed, not run. Idempotent.
@@ -61,7 +71,10 @@ class io_thread {
   }
 
  private:
+  void run_loop();
+
   asio::io_context context_{1};
+  busy_poll_policy busy_poll_;  // I/O thread only
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
 };

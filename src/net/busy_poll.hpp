@@ -1,0 +1,42 @@
+// Whether the I/O thread keeps polling for a while before it sleeps, and for how long.
+//
+// A reply that arrives while the I/O thread sleeps in epoll_wait has to wake it, and on a
+// virtual machine with the thread's vCPU idle that wake-up can cost more than a loopback round
+// trip (docs/benchmarks.md 0.0c: 31 us from send to read against ~20 us for a whole round trip
+// that found the thread awake). Polling for up to `limit` after each burst of work saves it, but
+// only pays while replies come back within `limit`: against a server across a network they
+// never do, and polling would burn a core for nothing. So the window opens only while the recent
+// round trips (a moving average) are within the limit. Decisions only; io_thread acts on them.
+#pragma once
+
+#include <chrono>
+
+namespace dlock::net {
+
+class busy_poll_policy {
+ public:
+  /// `limit` 0 turns polling off.
+  explicit busy_poll_policy(std::chrono::microseconds limit) noexcept : limit_(limit) {}
+
+  bool enabled() const noexcept { return limit_.count() > 0; }
+
+  /// One reply came back `round_trip` after its command was written.
+  void note_round_trip(std::chrono::nanoseconds round_trip) noexcept {
+    // An exponential moving average with weight 1/4: a few slow replies close the window,
+    // a few fast ones open it again.
+    average_ += (round_trip - average_) / 4;
+  }
+
+  /// How long to poll before sleeping: `limit` while the average round trip is within it, else
+  /// zero.
+  std::chrono::nanoseconds window() const noexcept {
+    if (limit_.count() == 0 || average_ > limit_) return std::chrono::nanoseconds(0);
+    return limit_;
+  }
+
+ private:
+  std::chrono::nanoseconds limit_;
+  std::chrono::nanoseconds average_{0};
+};
+
+}  // namespace dlock::net
