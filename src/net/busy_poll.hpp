@@ -2,11 +2,12 @@
 //
 // A reply that arrives while the I/O thread sleeps in epoll_wait has to wake it, and on a
 // virtual machine with the thread's vCPU idle that wake-up can cost more than a loopback round
-// trip (docs/benchmarks.md 0.0c: 31 us from send to read against ~20 us for a whole round trip
-// that found the thread awake). Polling for up to `limit` after each burst of work saves it, but
-// only pays while replies come back within `limit`: against a server across a network they
-// never do, and polling would burn a core for nothing. So the window opens only while the recent
-// round trips (a moving average) are within the limit. Decisions only; io_thread acts on them.
+// trip (docs/benchmarks.md 0.0c: 31 us from send to read, where a round trip whose reply came
+// just after the thread went to sleep took ~20 us in all). Polling for up to `limit` after each
+// burst of work saves it, but only pays while replies come back within `limit`: against a
+// server across a network they never do, and polling would burn a core for nothing. So the
+// window opens only while the recent round trips (a moving average) are within the limit.
+// Decisions only; io_thread acts on them.
 #pragma once
 
 #include <chrono>
