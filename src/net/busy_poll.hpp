@@ -23,6 +23,7 @@ class busy_poll_policy {
 
   /// One reply came back `round_trip` after its command was written.
   void note_round_trip(std::chrono::nanoseconds round_trip) noexcept {
+    if (!enabled()) return;  // nothing reads the average
     // An exponential moving average with weight 1/4: a few slow replies close the window,
     // a few fast ones open it again.
     average_ += (round_trip - average_) / 4;

@@ -9,6 +9,21 @@ namespace {
 using dlock::net::busy_poll_policy;
 using namespace std::chrono_literals;
 
+void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip) {
+  for (int i = 0; i < replies; ++i)
+    p.note_round_trip(round_trip);
+}
+
+// Replies of `round_trip` it takes until the window is open (or shut), at most 100.
+int replies_until(busy_poll_policy& p, std::chrono::nanoseconds round_trip, bool open) {
+  int replies = 0;
+  while ((p.window() != 0ns) != open && replies < 100) {
+    p.note_round_trip(round_trip);
+    ++replies;
+  }
+  return replies;
+}
+
 TEST(BusyPoll, PollsForTheLimitBeforeAnyReply) {
   const busy_poll_policy p(50us);
   EXPECT_EQ(p.window(), 50us);
@@ -17,50 +32,37 @@ TEST(BusyPoll, PollsForTheLimitBeforeAnyReply) {
 TEST(BusyPoll, ZeroTurnsItOffWhateverTheRoundTrips) {
   busy_poll_policy p(0us);
   EXPECT_EQ(p.window(), 0ns);
-  for (int i = 0; i < 10; ++i)
-    p.note_round_trip(10us);
+  note(p, 10, 10us);
   EXPECT_EQ(p.window(), 0ns);
 }
 
 TEST(BusyPoll, FastRoundTripsKeepItPolling) {
   busy_poll_policy p(50us);
-  for (int i = 0; i < 100; ++i)
-    p.note_round_trip(20us);
+  note(p, 100, 20us);
   EXPECT_EQ(p.window(), 50us);
 }
 
 TEST(BusyPoll, ARemoteServersRoundTripsStopItWithinAFewReplies) {
   busy_poll_policy p(50us);
-  int replies = 0;
-  while (p.window() != 0ns && replies < 100) {
-    p.note_round_trip(400us);  // a server across a network
-    ++replies;
-  }
+  const int replies = replies_until(p, 400us, false);  // a server across a network
   EXPECT_EQ(p.window(), 0ns);
   EXPECT_LE(replies, 2);
-  for (int i = 0; i < 100; ++i)
-    p.note_round_trip(400us);
+  note(p, 100, 400us);
   EXPECT_EQ(p.window(), 0ns);
 }
 
 TEST(BusyPoll, OneSlowReplyAmongFastOnesDoesNotStopIt) {
   busy_poll_policy p(50us);
-  for (int i = 0; i < 20; ++i)
-    p.note_round_trip(15us);
+  note(p, 20, 15us);
   p.note_round_trip(120us);
   EXPECT_EQ(p.window(), 50us);
 }
 
 TEST(BusyPoll, FastRepliesOpenItAgainAfterSlowOnes) {
   busy_poll_policy p(50us);
-  for (int i = 0; i < 20; ++i)
-    p.note_round_trip(1ms);
+  note(p, 20, 1ms);
   ASSERT_EQ(p.window(), 0ns);
-  int replies = 0;
-  while (p.window() == 0ns && replies < 100) {
-    p.note_round_trip(15us);
-    ++replies;
-  }
+  const int replies = replies_until(p, 15us, true);
   EXPECT_EQ(p.window(), 50us);
   EXPECT_LE(replies, 13);  // the excess over 15 us shrinks by 3/4 a reply: 12 replies
 }
