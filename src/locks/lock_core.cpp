@@ -1,9 +1,8 @@
 #include "locks/lock_core.hpp"
 
-#include <thread>
-
 #include "core/one_shot.hpp"
 #include "core/random.hpp"
+#include "core/teardown_threads.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
 #include "locks/kinds/redlock.hpp"
@@ -71,14 +70,17 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
 
   std::shared_ptr<lock_core> core(new lock_core(std::move(o)), [](lock_core* p) {
     // The last owner may let go inside a callback on the I/O thread, which the destructor must
-    // join: finish the teardown from another thread then.
+    // join: finish the teardown on another thread then, one that exit waits for.
     if (p->io().in_io_thread()) {
-      std::thread([p] { delete p; }).detach();
+      teardown_threads::start([p] { delete p; });
     } else {
       delete p;
     }
   });
   core->io().run([&] { core->rt_ = std::make_unique<runtime>(core->io().context()); });
+  // Built now, after the libraries the client uses have registered their exit cleanups, so that
+  // exit joins a teardown before it runs them (teardown_threads.hpp).
+  teardown_threads::prepare();
   return core;
 }
 
