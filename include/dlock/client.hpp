@@ -96,15 +96,16 @@ struct DLOCK_API client_options {
   /// another's replies (docs/benchmarks.md measures 1 against 2). `redis()` uses the first.
   /// A cluster's nodes and RedLock's masters get one each.
   std::size_t command_connections = 2;
-  /// Off by default. When set, the client's I/O thread keeps polling for up to this long after
-  /// handling replies before it sleeps, so that a reply arriving meanwhile needs no wake-up of a
-  /// sleeping thread (on a VM that wake-up cost more than a loopback round trip). It polls only
-  /// while the recent round trips are within this time, so against a server across a network it
-  /// never does. Measured with a server on the same 2-vCPU host (docs/benchmarks.md 0.0c),
-  /// 50 us made a lone caller's lock+unlock ~35 % faster but pipelined callers (a release sent
-  /// without waiting, then the next acquisition) 23-30 % slower at 1 and 4 threads. Costs CPU
-  /// on the I/O thread while it polls. 0 to 10 ms.
-  std::chrono::microseconds busy_poll{0};
+  /// How long the client's I/O thread keeps polling after handling replies before it sleeps,
+  /// so that a reply arriving meanwhile needs no wake-up of a sleeping thread (on a VM that
+  /// wake-up cost more than a loopback round trip). It polls only while the recent round trips
+  /// are within this time and replies come back one at a time: against a server across a
+  /// network, or for callers that pipeline (many threads, a release sent without waiting), it
+  /// sleeps as soon as it has nothing to do. Measured with the server on the same 2-vCPU host
+  /// (docs/benchmarks.md 0.0d), 50 us made a lone caller's lock+unlock ~40 % faster and no
+  /// other row slower. Costs CPU on the I/O thread while it polls: up to this long per burst of
+  /// replies. 0 turns it off. 0 to 10 ms.
+  std::chrono::microseconds busy_poll{50};
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
   /// Clock drift allowance: a lease counts as valid for `lease - elapsed - (drift_factor *

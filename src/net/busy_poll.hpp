@@ -7,9 +7,17 @@
 // burst of work saves it, but only pays while replies come back within `limit`: against a
 // server across a network they never do, and polling would burn a core for nothing. So the
 // window opens only while the recent round trips (a moving average) are within the limit.
+//
+// Nor does it pay for callers that pipeline: a reply that came back while other commands were
+// still in flight on its connection means the I/O thread has more to read soon anyway, and
+// polling then only takes a vCPU from the callers and the server (a release sent without
+// waiting, then the next acquisition: 23-30 % slower at 1 and 4 threads when such replies
+// counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
+// shuts the window at once, until a few replies that came back alone open it again.
 // Decisions only; io_thread acts on them.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 namespace dlock::net {
@@ -21,11 +29,14 @@ class busy_poll_policy {
 
   bool enabled() const noexcept { return limit_.count() > 0; }
 
-  /// One reply came back `round_trip` after its command was written.
-  void note_round_trip(std::chrono::nanoseconds round_trip) noexcept {
+  /// One reply came back `round_trip` after its command was written; `others_in_flight`: its
+  /// connection still had commands in flight when it came.
+  void note_reply(std::chrono::nanoseconds round_trip, bool others_in_flight) noexcept {
     if (!enabled()) return;  // nothing reads the average
-    // An exponential moving average with weight 1/4: a few slow replies close the window,
-    // a few fast ones open it again.
+    // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
+    if (others_in_flight) round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
+    // An exponential moving average with weight 1/4: a few slow replies close the window (one
+    // that had others in flight closes it at once), a few fast ones open it again.
     average_ += (round_trip - average_) / 4;
   }
 

@@ -323,6 +323,7 @@ void connection::dispatch(reply&& r) {
   }
   counters_.replies.fetch_add(1, std::memory_order_relaxed);
   pending p;
+  bool others_in_flight = false;
   {
     detail::unique_lock lock(mutex_);
     if (inflight_.empty()) {
@@ -332,8 +333,9 @@ void connection::dispatch(reply&& r) {
     }
     p = std::move(inflight_.front());
     inflight_.pop_front();
+    others_in_flight = !inflight_.empty();
   }
-  io_.note_round_trip(last_read_at_ - p.written);
+  io_.note_reply(last_read_at_ - p.written, others_in_flight);
   if (p.finished) return;
   if (r.is_error()) {
     if (p.eval_script && r.str().starts_with("NOSCRIPT")) {

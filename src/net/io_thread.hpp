@@ -41,9 +41,10 @@ class io_thread {
     return result.get();
   }
 
-  /// A reply came back `round_trip` after its command was written. I/O thread only.
-  void note_round_trip(std::chrono::nanoseconds round_trip) noexcept {
-    busy_poll_.note_round_trip(round_trip);
+  /// A reply came back `round_trip` after its command was written, with other commands still
+  /// in flight on its connection or not. I/O thread only.
+  void note_reply(std::chrono::nanoseconds round_trip, bool others_in_flight) noexcept {
+    busy_poll_.note_reply(round_trip, others_in_flight);
   }
 
   /// Stops the loop and joins the thread. Pending handlers are destroyed, not run. Idempotent.

@@ -1,5 +1,6 @@
 // When the I/O thread polls before it sleeps (client_options::busy_poll), without a thread or a
-// server: only while recent round trips come back within the limit.
+// server: only while recent round trips come back within the limit, and replies come back alone
+// (no other command in flight on their connection).
 #include <gtest/gtest.h>
 
 #include "net/busy_poll.hpp"
@@ -9,16 +10,17 @@ namespace {
 using dlock::net::busy_poll_policy;
 using namespace std::chrono_literals;
 
-void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip) {
+void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip,
+          bool others_in_flight = false) {
   for (int i = 0; i < replies; ++i)
-    p.note_round_trip(round_trip);
+    p.note_reply(round_trip, others_in_flight);
 }
 
 // Replies of `round_trip` it takes until the window is open (or shut), at most 100.
 int replies_until(busy_poll_policy& p, std::chrono::nanoseconds round_trip, bool open) {
   int replies = 0;
   while ((p.window() != 0ns) != open && replies < 100) {
-    p.note_round_trip(round_trip);
+    p.note_reply(round_trip, false);
     ++replies;
   }
   return replies;
@@ -54,7 +56,7 @@ TEST(BusyPoll, ARemoteServersRoundTripsStopItWithinAFewReplies) {
 TEST(BusyPoll, OneSlowReplyAmongFastOnesDoesNotStopIt) {
   busy_poll_policy p(50us);
   note(p, 20, 15us);
-  p.note_round_trip(120us);
+  p.note_reply(120us, false);
   EXPECT_EQ(p.window(), 50us);
 }
 
@@ -65,6 +67,34 @@ TEST(BusyPoll, FastRepliesOpenItAgainAfterSlowOnes) {
   const int replies = replies_until(p, 15us, true);
   EXPECT_EQ(p.window(), 50us);
   EXPECT_LE(replies, 13);  // the excess over 15 us shrinks by 3/4 a reply: 12 replies
+}
+
+TEST(BusyPoll, AReplyWithOthersInFlightShutsItAtOnce) {
+  busy_poll_policy p(50us);
+  note(p, 100, 10us);
+  ASSERT_EQ(p.window(), 50us);
+  note(p, 1, 10us, true);  // pipelined callers: the next reply is coming anyway
+  EXPECT_EQ(p.window(), 0ns);
+}
+
+TEST(BusyPoll, CallersThatPipelineKeepItShut) {
+  // A release sent without waiting, then the next acquisition: every other reply had the
+  // other command in flight.
+  busy_poll_policy p(50us);
+  for (int i = 0; i < 50; ++i) {
+    note(p, 1, 20us, true);
+    note(p, 1, 20us, false);
+    EXPECT_EQ(p.window(), 0ns) << "pair " << i;
+  }
+}
+
+TEST(BusyPoll, LoneFastRepliesOpenItAgainAfterPipelinedOnes) {
+  busy_poll_policy p(50us);
+  note(p, 20, 20us, true);
+  ASSERT_EQ(p.window(), 0ns);
+  const int replies = replies_until(p, 20us, true);
+  EXPECT_EQ(p.window(), 50us);
+  EXPECT_LE(replies, 10);  // the excess over 20 us (380 us) shrinks by 3/4 a reply: 9 replies
 }
 
 }  // namespace
