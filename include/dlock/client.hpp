@@ -102,9 +102,10 @@ struct DLOCK_API client_options {
   /// are within this time and replies come back one at a time: against a server across a
   /// network, or for callers that pipeline (many threads, a release sent without waiting), it
   /// sleeps as soon as it has nothing to do. Measured with the server on the same 2-vCPU host
-  /// (docs/benchmarks.md 0.0d), 50 us made a lone caller's lock+unlock ~40 % faster and no
-  /// other row slower. Costs CPU on the I/O thread while it polls: up to this long per burst of
-  /// replies. 0 turns it off. 0 to 10 ms.
+  /// (docs/benchmarks.md 0.0d), 50 us made a lone caller's lock+unlock ~40 % faster in the
+  /// medians of an A/B (in single runs the gain comes and goes) and no other row slower. Costs CPU
+  /// on the I/O thread while it polls: up to this long per burst of replies. 0 turns it off. 0 to
+  /// 10 ms.
   std::chrono::microseconds busy_poll{50};
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
