@@ -14,6 +14,7 @@
 // waiting, then the next acquisition: 23-30 % slower at 1 and 4 threads when such replies
 // counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
 // shuts the window at once, until a few replies that came back alone open it again.
+//
 // Decisions only; io_thread acts on them.
 #pragma once
 
