@@ -370,7 +370,9 @@ class trader {
         return list_locked(itemid, member, price);
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
-                      [&] { return list_locked(itemid, member, price); });
+                      {{"SISMEMBER", inventory_, itemid}}, [&](const std::vector<reply>* read) {
+                        return list_locked(itemid, member, price, read);
+                      });
     }
   }
 
@@ -393,7 +395,10 @@ class trader {
         return purchase_locked(itemid, seller, member, price, t);
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
-                      [&] { return purchase_locked(itemid, seller, member, price, t); });
+                      {{"ZSCORE", market_key, member}, {"HGET", hash_, "funds"}},
+                      [&](const std::vector<reply>* read) {
+                        return purchase_locked(itemid, seller, member, price, t, read);
+                      });
     }
   }
 
@@ -461,9 +466,12 @@ class trader {
 
   // ---- the work done under a lock (identical for every lock variant, and no-lock's) ----
 
-  outcome list_locked(const std::string& itemid, const std::string& member,
-                      std::string_view price) {
-    if (redis_->command({"SISMEMBER", inventory_, itemid}).integer() == 0) return outcome::stale;
+  // `read`, when the acquisition brought it: the SISMEMBER's reply (no-lock and the book's
+  // locks read here).
+  outcome list_locked(const std::string& itemid, const std::string& member, std::string_view price,
+                      const std::vector<reply>* read = nullptr) {
+    const auto listed = read ? read->at(0) : redis_->command({"SISMEMBER", inventory_, itemid});
+    if (listed.integer() == 0) return outcome::stale;
     exec_result(pipeline(
         *redis_,
         {{"MULTI"}, {"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}, {"EXEC"}}));
@@ -471,10 +479,18 @@ class trader {
   }
 
   outcome purchase_locked(const std::string& itemid, const std::string& seller,
-                          const std::string& member, std::string_view price, tally& t) {
-    const auto read = pipeline(
-        *redis_, {{"MULTI"}, {"ZSCORE", market_key, member}, {"HGET", hash_, "funds"}, {"EXEC"}});
-    const auto& values = exec_result(read);
+                          const std::string& member, std::string_view price, tally& t,
+                          const std::vector<reply>* read = nullptr) {
+    // `read`, when the acquisition brought it: the ZSCORE's and HGET's replies, read together.
+    std::vector<reply> own;
+    if (!read) {
+      own = exec_result(pipeline(*redis_, {{"MULTI"},
+                                           {"ZSCORE", market_key, member},
+                                           {"HGET", hash_, "funds"},
+                                           {"EXEC"}}))
+                .elements();
+    }
+    const auto& values = read ? *read : own;
     const auto& listed = values.at(0);
     if (listed.is_nil() || listed.str() != price) return outcome::stale;
     if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
@@ -501,9 +517,12 @@ class trader {
     return "lock:" + (coarse ? market_key : member);
   }
 
-  // Runs `work` under the variant's lock on `key`.
+  // Runs `work` under the variant's lock on `key`. `reads` are the work's first reads: with
+  // dlock_settings::reads_with_acquisition they travel with the acquisition and `work` gets
+  // their replies, otherwise nullptr and it reads them itself.
   template <class Work>
-  outcome locked(const std::string& key, clock_type::time_point limit, tally& t, Work&& work) {
+  outcome locked(const std::string& key, clock_type::time_point limit, tally& t,
+                 const std::vector<std::vector<std::string>>& reads, Work&& work) {
     // Each phase is timed: the lock's own cost is what the lock variants differ in.
     bool waited = false;
     auto phase_us = [last = clock_type::now()]() mutable {
@@ -522,10 +541,10 @@ class trader {
     auto worked = [&] { t.work_us += phase_us(); };
     auto released = [&] { t.release_us.push_back(static_cast<float>(phase_us())); };
     if (uses_dlock(ctx_.kind)) {
-      dlock::lease held = dlock_acquire(key, limit, waited);
+      auto [held, replies] = dlock_acquire(key, limit, waited, reads);
       acquired(static_cast<bool>(held));
       if (!held) return outcome::timed_out;
-      const outcome o = work();
+      const outcome o = work(ctx_.dl.reads_with_acquisition ? &replies : nullptr);
       worked();
       // The release need not hold up the worker: it goes out at once and its answer arrives in
       // the background (failures show in the client's stats, lock_release_failures).
@@ -536,7 +555,7 @@ class trader {
     const auto id = book_acquire(key, limit, waited);
     acquired(id.has_value());
     if (!id) return ctx_.failed ? outcome::abandoned : outcome::timed_out;
-    const outcome o = work();
+    const outcome o = work(nullptr);
     worked();
     if (!book_release(key, *id, t)) ++t.release_failures;
     released();
@@ -578,17 +597,27 @@ class trader {
   // The wait is bounded by the book's limit only, as book_acquire's is: a call waiting for a lock
   // finishes (lock queues drain in milliseconds) and counts.
   // `waited` says whether the first attempt found the lock held (known only with try_first).
-  dlock::lease dlock_acquire(const std::string& name, clock_type::time_point limit, bool& waited) {
+  dlock::lease_and_reads dlock_acquire(const std::string& name, clock_type::time_point limit,
+                                       bool& waited,
+                                       const std::vector<std::vector<std::string>>& reads) {
     dlock::lease_options lo;
     if (ctx_.dl.fixed_lease) lo.lease_time = std::chrono::milliseconds(ctx_.dl.lease_ms);
+    // Event-driven: waits for the unlock message. A wait <= 0 is one attempt.
+    auto attempt = [&](auto& lock, clock_type::time_point until) -> dlock::lease_and_reads {
+      if (ctx_.dl.reads_with_acquisition) {
+        const auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - clock_type::now());
+        return lock.try_acquire_and_read(wait, reads, lo);
+      }
+      return {lock.try_acquire_until(until, lo), {}};
+    };
     auto take = [&](auto lock) {
       if (ctx_.dl.try_first) {
         // One attempt first (it barges past local waiters, as try_lock does), so that a
         // contended acquisition can be told apart and timed.
-        if (auto l = lock.try_acquire(lo)) return l;
+        if (auto r = attempt(lock, clock_type::now()); r.held) return r;
         waited = true;
       }
-      return lock.try_acquire_until(limit, lo);  // event-driven: waits for the unlock message
+      return attempt(lock, limit);
     };
     return ctx_.dl.simple ? take(locks_->simple(name)) : take(locks_->reentrant(name));
   }
@@ -1127,6 +1156,13 @@ report run(const options& o) {
                                    "event-driven waiting on the unlock message"
                                  : "try_acquire_until(now + 10 s): event-driven waiting on the "
                                    "unlock message"},
+        {"first_read",
+         dl.reads_with_acquisition
+             ? "carried by the acquisition (try_acquire_and_read): a lister's SISMEMBER, a "
+               "buyer's ZSCORE + HGET run in one no-writes script on the lock's connection "
+               "once the lock is held, right behind the acquire script when the lock is free "
+               "(one round trip for both); the writes stay on the worker's own connection"
+             : "on the worker's own connection after the acquisition, as in the book variants"},
         {"release",
          "lease::release_async(): the compare-and-delete script (+ PUBLISH) is sent at "
          "once and its reply handled in the background; the worker does not wait"},

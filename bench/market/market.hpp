@@ -44,6 +44,11 @@ struct dlock_settings {
   /// finds the lock held, so this buys nothing; it only makes the harness able to tell
   /// contended acquisitions apart (reported as lock_timing.waits).
   bool try_first = false;
+  /// The work's first read (a lister's SISMEMBER, a buyer's ZSCORE + HGET) travels with the
+  /// acquisition (`try_acquire_and_read`): one round trip for both when the lock is free,
+  /// instead of acquiring and then reading on the worker's own connection. The same commands,
+  /// as atomic together as the book's MULTI makes them.
+  bool reads_with_acquisition = true;
 };
 
 struct options {

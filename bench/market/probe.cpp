@@ -3,7 +3,7 @@
 //
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
-//                      [--try-first]
+//                      [--try-first] [--separate-reads]
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -28,7 +28,7 @@ int usage(const char* self) {
   std::cerr << "usage: " << self
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
                "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
-               "[--try-first]\n";
+               "[--try-first] [--separate-reads]\n";
   return 2;
 }
 
@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
         o.dlock.fixed_lease = false;
       } else if (a == "--try-first") {
         o.dlock.try_first = true;
+      } else if (a == "--separate-reads") {
+        o.dlock.reads_with_acquisition = false;
       } else {
         return usage(argv[0]);
       }

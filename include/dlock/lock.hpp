@@ -18,6 +18,7 @@
 
 #include "dlock/async.hpp"
 #include "dlock/lease.hpp"
+#include "dlock/redis/reply.hpp"
 #include "dlock/thread_annotations.hpp"
 
 namespace dlock {
@@ -78,6 +79,16 @@ struct acquire_result {
   std::string message;
 };
 
+/// What `basic_lock::try_acquire_and_read` returns: the lease, and the replies of the reads that
+/// ran while it was held.
+struct lease_and_reads {
+  /// Empty if the lock was not acquired within the wait.
+  lease held;
+  /// One reply per read, in the order given; empty when `held` is. A read the server refused
+  /// (a wrong type, a write, an unknown command) has the server's error reply in its place.
+  std::vector<reply> reads;
+};
+
 /// Completion of an asynchronous acquisition. Runs on the client's I/O thread; do not block in
 /// it.
 using acquire_callback = std::function<void(acquire_result result)>;
@@ -132,6 +143,27 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// Waits for as long as it takes (across server outages: it keeps retrying). Throws as
   /// `try_acquire` for errors that waiting cannot fix.
   lease acquire(const lease_options& options = {});
+
+  /// Waits up to `wait` for the lock as `try_acquire_for` does, and runs `reads` on the lock's
+  /// server while this caller holds it: atomically, in order, in one script call that checks
+  /// the hold first, so their replies show the data as it was under the lock. When the first
+  /// attempt finds the lock free, the reads travel right behind it and the whole call costs
+  /// one round trip, where acquiring and then reading costs two; otherwise they run again once
+  /// the lock is granted.
+  ///
+  /// Each read is one command with its arguments, e.g. `{"HGET", "users:17", "funds"}`. They
+  /// must be read-only: the server refuses a write among them (Redis 7's `no-writes` script
+  /// flag), held or not, and its error takes that read's place. Their keys must live on the
+  /// lock's server: on a cluster, in the lock's slot (give them the lock name's hash tag; a read
+  /// of a key elsewhere gets the server's error in its place).
+  /// Needs Redis 7.0 or later (an older server cannot load the script: its error is thrown,
+  /// and nothing is held). Throws as `try_acquire_for`, and `dlock::error` with
+  /// errc::invalid_argument (an empty command, a RedLock client: its lock has no single server
+  /// to read from), errc::lease_lost (the lock was lost before the reads could run; nothing is
+  /// held), or the server's error when the reads could not run at all (the lease is released).
+  lease_and_reads try_acquire_and_read(std::chrono::milliseconds wait,
+                                       const std::vector<std::vector<std::string>>& reads,
+                                       const lease_options& options = {});
 
   /// Asynchronous acquisition: returns at once; `done` (anything an `acquire_callback` can be
   /// made from) runs on the client's I/O thread, exactly once, when the lock is granted, the

@@ -8,6 +8,7 @@
 //   watchdog.cpp        renewal rounds (renewal_plan.hpp groups them) and the expiry watch
 //   grant_registry.*    the grants table; name_activity.* the per-name table user threads read
 //   lock_core.cpp       construction, teardown, requests, statistics
+//   read_under_lock.cpp an acquisition that carries reads (try_acquire_and_read)
 //
 // Threads: user threads call acquire, release, extend and the lease accessors; everything that
 // touches timers, subscriptions or waiter queues runs on the topology's I/O thread. Shared state
@@ -72,6 +73,11 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Acquires through `h` by `deadline` (in the past: one attempt), blocking the caller: the
   /// lease, or an empty one. Throws as basic_lock::try_acquire_until (also on the I/O thread).
   lease acquire_until(const lock_handle& h, const lease_options& o, steady::time_point deadline);
+  /// acquire_until, plus reads run under the lock (basic_lock::try_acquire_and_read;
+  /// read_under_lock.cpp).
+  lease_and_reads acquire_and_read(const lock_handle& h, const lease_options& o,
+                                   steady::time_point deadline,
+                                   const std::vector<std::vector<std::string>>& reads);
   /// Hands out a grant that a script of the caller's own made for `owner` on `h`'s lock (a
   /// multi-lock's one call over several names) as an ordinary lease: registered, renewed by the
   /// watchdog unless `o` fixes the lease time, signalled when lost, released on its own. A grant

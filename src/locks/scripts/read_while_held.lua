@@ -1,0 +1,42 @@
+#!lua flags=no-writes
+-- Run a caller's reads while its lock is held, so that what they return was read under the lock.
+-- The no-writes flag has the server refuse any write among them, held or not: these calls may
+-- run before the lock is granted (they travel right behind the first attempt).
+-- The hold alone does not say which grant it is: an acquisition whose grant was undone (dead on
+-- arrival, too few replicas) and made again holds with the same owner. The fencing counter does:
+-- no other grant of this lock can come while the caller holds it, so the counter read here is
+-- the fence of the grant these reads ran under, and the caller compares it with its lease's.
+-- KEYS[1] lock key        KEYS[2] fencing counter
+-- ARGV[1] the lock's layout: 'string' (holds a token) or 'hash' (owner fields)
+-- ARGV[2] the caller's token or owner field
+-- ARGV[3...] the reads, each as its argument count followed by its arguments
+-- Returns {1, counter, {reply, ...}}, one reply per read in order (a read the server refuses
+-- gives its error in its place), or {0} when the caller does not hold the lock (nothing was
+-- read); the server's error if it refuses the check itself (an ACL).
+--#include _guarded_read
+local held, refused
+if ARGV[1] == 'hash' then
+  held, refused = guarded_read('hexists', KEYS[1], ARGV[2])
+  held = held == 1
+else
+  held, refused = guarded_read('get', KEYS[1])
+  held = held == ARGV[2]
+end
+if refused then
+  return refused
+end
+if not held then
+  return {0}
+end
+local counter, counter_refused = guarded_read('get', KEYS[2])
+if counter_refused then
+  return counter_refused
+end
+local replies = {}
+local i = 3
+while i <= #ARGV do
+  local count = tonumber(ARGV[i])
+  replies[#replies + 1] = redis.pcall(unpack(ARGV, i + 1, i + count))
+  i = i + count + 1
+end
+return {1, counter or '', replies}
