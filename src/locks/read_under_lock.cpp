@@ -79,15 +79,19 @@ lease_and_reads lock_core::acquire_and_read(const lock_handle& h, const lease_op
   std::vector<std::string> counts;
   const auto args = script_args(h.kind->redis_type(), owner, reads, counts);
   const std::string_view keys[] = {h.names->name, h.names->fence_key};
-  acquire(std::move(request));
-  // Behind the first attempt when that left from this thread. Shared: the acquisition may end
-  // (not acquired, an error) before this reply comes, and nobody then waits for it.
+  // Shared: the acquisition may end (not acquired, an error) before this reply comes, and
+  // nobody then waits for it.
   auto early = std::make_shared<one_shot<std::pair<std::error_code, reply>>>();
-  topology_->eval(nodes.front(), read_while_held(), keys, args,
-                  steady::now() + options_.connection.command_timeout, durability::master,
-                  [early](std::error_code ec, reply r) {
-                    early->put({ec, std::move(r)});
-                  });
+  {
+    // When the first attempt leaves from this thread, the reads go in the same send.
+    net::write_batch one_send;
+    acquire(std::move(request));
+    topology_->eval(nodes.front(), read_while_held(), keys, args,
+                    steady::now() + options_.connection.command_timeout, durability::master,
+                    [early](std::error_code ec, reply r) {
+                      early->put({ec, std::move(r)});
+                    });
+  }
   auto acquired = result.take();
   if (acquired.error) throw error(acquired.error, acquired.message);
   if (!acquired.held) return {};

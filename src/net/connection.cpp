@@ -5,6 +5,7 @@
 #include <asio/error.hpp>
 #include <cerrno>
 #include <charconv>
+#include <vector>
 
 #include "dlock/error.hpp"
 
@@ -66,12 +67,46 @@ void connection::enqueue(pending&& p, Encode&& encode, bool asking) {
     idle = inflight_.empty();
   }
   if (rearm) io_.post([this] { arm_deadline_timer(); });
+  if (!become_writer) return;
   // Sending from here saves a wake-up of the I/O thread, which matters when the connection is
   // idle (one caller: latency). When replies are outstanding the I/O thread is awake anyway, and
   // letting it write gathers everything the woken callers submit into one write (throughput).
-  if (become_writer && (!idle || io_.in_io_thread() || !write_directly())) {
-    io_.post([this] { start_write(); });
+  if (idle && !io_.in_io_thread()) {
+    if (write_batch::hold(*this) || write_directly()) return;
   }
+  io_.post([this] { start_write(); });
+}
+
+namespace {
+// This thread's open write_batch: how deeply nested, and the connections it holds back.
+struct held_writes {
+  int depth = 0;
+  std::vector<connection*> connections;
+};
+thread_local held_writes this_thread_writes;
+}  // namespace
+
+write_batch::write_batch() noexcept {
+  ++this_thread_writes.depth;
+}
+
+write_batch::~write_batch() {
+  auto& held = this_thread_writes;
+  if (--held.depth > 0) return;
+  for (auto* c : held.connections)
+    c->send_held_back();
+  held.connections.clear();
+}
+
+bool write_batch::hold(connection& c) {
+  auto& held = this_thread_writes;
+  if (held.depth == 0) return false;
+  held.connections.push_back(&c);
+  return true;
+}
+
+void connection::send_held_back() {
+  if (!write_directly()) io_.post([this] { start_write(); });
 }
 
 std::size_t connection::move_outbox_to_inflight_locked() {

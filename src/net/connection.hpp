@@ -54,6 +54,27 @@ struct connection_counters {
   std::atomic<std::uint64_t> noscript_retries{0};
 };
 
+class connection;
+
+/// Holds back this thread's direct writes. While one exists, a command the thread submits to an
+/// idle connection is not sent at once but when the batch ends, with whatever was queued behind
+/// it meanwhile: an acquisition's script and the reads that follow it leave in one send, with
+/// no wake-up of the I/O thread for the second. Keep it short and never wait for a reply inside
+/// one (that reply's command may be among those held back); other threads' commands to a held
+/// connection wait for its end too. Nested batches end with the outermost.
+class write_batch {
+ public:
+  write_batch() noexcept;
+  ~write_batch();
+  write_batch(const write_batch&) = delete;
+  write_batch& operator=(const write_batch&) = delete;
+
+ private:
+  friend class connection;
+  /// True if a batch is open on this thread: it then sends `c`'s outbox when it ends.
+  static bool hold(connection& c);
+};
+
 class connection {
  public:
   enum class mode { commands, pubsub };
@@ -147,6 +168,9 @@ class connection {
   void became_ready();
   void connection_failed(std::error_code ec);
   bool write_directly();
+  friend class write_batch;
+  /// A write_batch that held this connection's outbox back ends: send it.
+  void send_held_back();
   void write_rest(std::string rest, std::uint64_t epoch);
   void send_write_buffer();
   std::size_t move_outbox_to_inflight_locked() DLOCK_REQUIRES(mutex_);

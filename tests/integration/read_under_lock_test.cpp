@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "deployments.hpp"
@@ -166,6 +167,34 @@ TEST_F(ReadUnderLock, ReadsUnderAGrantThatWasDeadOnArrivalAreReadAgain) {
   ASSERT_EQ(got.reads.size(), 1u);
   EXPECT_EQ(text(got.reads[0]), std::to_string(got.held.fence()))
       << "the reads ran under an earlier grant than the one returned";
+}
+
+// On a free lock the attempt and the reads leave in one send (net::write_batch): the server
+// reads them in one read event. Sent apart, the second would wait for the I/O thread to wake.
+TEST_F(ReadUnderLock, AFreeLocksAttemptAndReadsLeaveInOneSend) {
+  raw_redis raw(server().port());
+  raw({"SET", key("data"), "v"});
+  const auto reads_processed = [&] {
+    std::istringstream info(raw({"INFO", "stats"}).str());
+    for (std::string line; std::getline(info, line);) {
+      if (line.rfind("total_reads_processed:", 0) == 0) return std::stoll(line.substr(22));
+    }
+    ADD_FAILURE() << "no total_reads_processed in INFO stats";
+    return 0LL;
+  };
+  auto c = make_client();
+  auto lock = c.simple(key("lock"));
+  // Once, so that the scripts are loaded (a first EVAL is larger, but still one send).
+  ASSERT_TRUE(lock.try_acquire_and_read(5s, {{"GET", key("data")}}, {.lease_time = 60s}).held);
+  wait_until([&] { return raw({"EXISTS", key("lock")}).integer() == 0; });
+  const auto before = reads_processed();
+  auto got = lock.try_acquire_and_read(5s, {{"GET", key("data")}}, {.lease_time = 60s});
+  const auto after = reads_processed();
+  ASSERT_TRUE(got.held);
+  ASSERT_EQ(got.reads.size(), 1u);
+  EXPECT_EQ(text(got.reads[0]), "v");
+  // One read event for the lock's client, and one for the INFO that counted them.
+  EXPECT_EQ(after - before, 2);
 }
 
 TEST_F(ReadUnderLock, AWriteAmongTheReadsIsRefusedInItsPlaceHeldOrNot) {
