@@ -326,6 +326,35 @@ TEST_F(ReadUnderLock, ReentrantAndFairLocksReadUnderTheirHashLayout) {
   }
 }
 
+// Readers share the lock, and each reads under its own hold (the hash field of its owner); a
+// writer waiting behind them reads what the last reader left, after both have gone.
+TEST_F(ReadUnderLock, ReadersAndWritersOfAReadWriteLockReadUnderTheirHolds) {
+  raw_redis raw(server().port());
+  raw({"SET", key("data"), "1"});
+  auto c = make_client();
+  auto other = make_client();
+  auto rw = c.read_write(key("rw"));
+  auto first = rw.read().try_acquire_and_read(5s, {{"GET", key("data")}});
+  ASSERT_TRUE(first.held);
+  auto second = other.read_write(key("rw")).read().try_acquire_and_read(5s, {{"GET", key("data")}});
+  ASSERT_TRUE(second.held) << "read holds are shared";
+  ASSERT_EQ(first.reads.size(), 1u);
+  ASSERT_EQ(second.reads.size(), 1u);
+  EXPECT_EQ(text(first.reads[0]), "1");
+  EXPECT_EQ(text(second.reads[0]), "1");
+  auto writing = std::async(std::launch::async, [&] {
+    return other.read_write(key("rw")).write().try_acquire_and_read(30s, {{"GET", key("data")}});
+  });
+  wait_until([&] { return rw.read().waiting_clients() >= 1; });
+  raw({"SET", key("data"), "2"});  // what the readers' work would have left
+  EXPECT_TRUE(first.held.release());
+  EXPECT_TRUE(second.held.release());
+  auto written = writing.get();
+  ASSERT_TRUE(written.held);
+  ASSERT_EQ(written.reads.size(), 1u);
+  EXPECT_EQ(text(written.reads[0]), "2");
+}
+
 TEST_F(ReadUnderLock, BytesOfNamesAndValuesRoundTripExactly) {
   raw_redis raw(server().port());
   using namespace std::string_literals;
