@@ -355,6 +355,36 @@ TEST_F(ReadUnderLock, ReadersAndWritersOfAReadWriteLockReadUnderTheirHolds) {
   EXPECT_EQ(text(written.reads[0]), "2");
 }
 
+// An ACL that lets the user take locks but not run a read, or not touch its key: that read
+// gets the server's refusal in its place, the others their values, and the lease is held.
+TEST_F(ReadUnderLock, AReadTheAclForbidsGetsTheServersRefusalInItsPlace) {
+  raw_redis raw(server().port());
+  raw({"SET", key("data"), "v"});
+  raw({"HSET", key("hash"), "f", "h"});
+  raw({"SET", "secret", "s"});
+  // Every key of this test (they start with its name) and the lock's derived keys; no HGET.
+  raw({"ACL", "SETUSER", "reader", "on", ">pw", "~" + key("") + "*", "~redisson*", "&*", "+@all",
+       "-hget"});
+  auto o = client_options::from_url(url());
+  o.connection.user = "reader";
+  o.connection.password = "pw";
+  client c(o);
+  auto got = c.simple(key("lock"))
+                 .try_acquire_and_read(
+                     5s, {{"GET", key("data")}, {"HGET", key("hash"), "f"}, {"GET", "secret"}});
+  ASSERT_TRUE(got.held);
+  EXPECT_TRUE(got.held.valid());
+  ASSERT_EQ(got.reads.size(), 3u);
+  EXPECT_EQ(text(got.reads[0]), "v");
+  for (const std::size_t i : {1u, 2u}) {
+    ASSERT_TRUE(got.reads[i].is_error()) << got.reads[i].to_string();
+    // Redis 7.0 inside a script: "ERR The user executing the script can't run this command..."
+    // and "... can't access at least one of the keys ...".
+    EXPECT_NE(got.reads[i].str().find("user"), std::string::npos) << got.reads[i].str();
+  }
+  EXPECT_TRUE(got.held.release());
+}
+
 TEST_F(ReadUnderLock, BytesOfNamesAndValuesRoundTripExactly) {
   raw_redis raw(server().port());
   using namespace std::string_literals;
