@@ -64,6 +64,10 @@ lease_and_reads lock_core::acquire_and_read(const lock_handle& h, const lease_op
       throw error(errc::invalid_argument, "every read must name a command");
     }
   }
+  if (h.kind->counts_permits()) {
+    throw error(errc::invalid_argument,
+                "a semaphore's permits have no holder on the server to check reads against");
+  }
   const auto nodes = topology_->nodes_for(h.names->name);
   if (nodes.size() != 1) {
     throw error(errc::invalid_argument,

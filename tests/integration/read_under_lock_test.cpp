@@ -385,6 +385,25 @@ TEST_F(ReadUnderLock, AReadTheAclForbidsGetsTheServersRefusalInItsPlace) {
   EXPECT_TRUE(got.held.release());
 }
 
+TEST_F(ReadUnderLock, SemaphoresAreRefusedWithoutTakingAPermit) {
+  auto c = make_client();
+  auto plain = c.semaphore(key("sem"));
+  auto leased = c.leased_semaphore(key("leased"));
+  ASSERT_TRUE(plain.try_set_permits(1));
+  ASSERT_TRUE(leased.try_set_permits(1));
+  for (basic_lock* s : std::initializer_list<basic_lock*>{&plain, &leased}) {
+    SCOPED_TRACE(s->name());
+    try {
+      s->try_acquire_and_read(5s, {{"GET", key("data")}});
+      ADD_FAILURE() << "a semaphore took reads";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    }
+  }
+  EXPECT_EQ(plain.available(), 1);
+  EXPECT_EQ(leased.available(), 1);
+}
+
 TEST_F(ReadUnderLock, BytesOfNamesAndValuesRoundTripExactly) {
   raw_redis raw(server().port());
   using namespace std::string_literals;
