@@ -470,8 +470,9 @@ class trader {
   // locks read here).
   outcome list_locked(const std::string& itemid, const std::string& member, std::string_view price,
                       const std::vector<reply>* read = nullptr) {
-    const auto listed = read ? read->at(0) : redis_->command({"SISMEMBER", inventory_, itemid});
-    if (listed.integer() == 0) return outcome::stale;
+    const auto in_inventory =
+        read ? read->at(0) : redis_->command({"SISMEMBER", inventory_, itemid});
+    if (in_inventory.integer() == 0) return outcome::stale;
     exec_result(pipeline(
         *redis_,
         {{"MULTI"}, {"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}, {"EXEC"}}));

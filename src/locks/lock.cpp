@@ -15,18 +15,6 @@ namespace dlock {
 using detail::lock_core;
 using detail::steady;
 
-namespace {
-
-void forbid_io_thread(lock_core& core, const char* what) {
-  if (core.io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                std::string(what) +
-                    " blocks, so it cannot run on the client's I/O thread (inside a callback)");
-  }
-}
-
-}  // namespace
-
 // ---- client ----
 
 client_options client_options::from_url(std::string_view url) {
@@ -105,9 +93,17 @@ const client_options& client::options() const noexcept {
 
 namespace detail {
 
+void lock_core::forbid_io_thread(const char* what) {
+  if (io().in_io_thread()) {
+    throw error(errc::invalid_argument,
+                std::string(what) +
+                    " blocks, so it cannot run on the client's I/O thread (inside a callback)");
+  }
+}
+
 lease lock_core::acquire_until(const lock_handle& h, const lease_options& o,
                                steady::time_point deadline) {
-  forbid_io_thread(*this, "acquiring a lock synchronously");
+  forbid_io_thread("acquiring a lock synchronously");
   acquire_limits limits;
   limits.deadline = deadline;
   limits.single_attempt = deadline <= steady::now();

@@ -70,6 +70,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// completed: posted to `io`, its client's I/O thread. Any thread; never blocks; needs no
   /// reference to the client (cancel.cpp).
   static void cancel(net::io_thread& io, std::weak_ptr<void> target) noexcept;
+  /// Throws errc::invalid_argument, naming `what`, when called on the I/O thread: a blocking
+  /// call there would wait for itself.
+  void forbid_io_thread(const char* what);
   /// Acquires through `h` by `deadline` (in the past: one attempt), blocking the caller: the
   /// lease, or an empty one. Throws as basic_lock::try_acquire_until (also on the I/O thread).
   lease acquire_until(const lock_handle& h, const lease_options& o, steady::time_point deadline);

@@ -54,11 +54,7 @@ std::optional<std::vector<reply>> replies_if_held(const reply& r,
 lease_and_reads lock_core::acquire_and_read(const lock_handle& h, const lease_options& o,
                                             steady::time_point deadline,
                                             const std::vector<std::vector<std::string>>& reads) {
-  if (io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "acquiring a lock synchronously blocks, so it cannot run on the client's I/O "
-                "thread (inside a callback)");
-  }
+  forbid_io_thread("acquiring a lock synchronously");
   for (const auto& read : reads) {
     if (read.empty() || read.front().empty()) {
       throw error(errc::invalid_argument, "every read must name a command");
