@@ -28,10 +28,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "dlock/async.hpp"
 #include "dlock/error.hpp"
@@ -47,6 +49,11 @@ struct async_access {
   static acquire_handle start(basic_lock& lock, std::chrono::milliseconds wait,
                               acquire_callback done, lease_options options) {
     return lock.start_async(wait, std::move(done), std::move(options), true);
+  }
+  static acquire_handle start_read(basic_lock& lock, std::chrono::milliseconds wait,
+                                   std::vector<std::vector<std::string>> reads,
+                                   acquire_and_read_callback done, lease_options options) {
+    return lock.start_read_async(wait, std::move(reads), std::move(done), std::move(options), true);
   }
 };
 
@@ -148,31 +155,64 @@ struct asio_canceller {
   }
 };
 
+/// Cancelled through the slot (the only way here): asio's code for it, which
+/// asio::use_awaitable throws as std::system_error and asio users test for.
+inline std::error_code asio_code(std::error_code ec) {
+  if (ec == dlock::errc::cancelled) return asio::error::operation_aborted;
+  return ec;
+}
+
+/// Starts an acquisition for `handler`: `start(op)` starts it with a completion that ends `op`,
+/// and returns its handle, which the handler's cancellation slot then reaches.
+template <class Handler, class Start>
+void start_cancellable(Handler&& handler, Start start) {
+  auto op = asio_operation<Handler>::make(std::move(handler));
+  op->on_cancel(asio_canceller<Handler>{op});
+  auto handle = start(op);
+  bool cancel_now = false;
+  {
+    std::lock_guard lock_op(op->mutex);
+    op->handle = handle;
+    cancel_now = op->cancel_requested;
+  }
+  if (cancel_now) handle.cancel();
+}
+
 struct initiate_acquire {
   basic_lock lock;  // a copy: deferred tokens initiate later, perhaps after the caller's is gone
 
   template <class Handler>
   void operator()(Handler&& handler, std::chrono::milliseconds wait, lease_options options) {
     using operation = asio_operation<std::decay_t<Handler>>;
-    auto op = operation::make(std::move(handler));
-    op->on_cancel(asio_canceller<std::decay_t<Handler>>{op});
-    auto handle = async_access::start(
-        lock, wait,
-        [op](acquire_result r) {
-          std::error_code ec = r.error;
-          // Cancelled through the slot (the only way here): asio's code for it, which
-          // asio::use_awaitable throws as std::system_error and asio users test for.
-          if (ec == dlock::errc::cancelled) ec = asio::error::operation_aborted;
-          operation::complete(op, ec, std::move(r.held));
-        },
-        std::move(options));
-    bool cancel_now = false;
-    {
-      std::lock_guard lock_op(op->mutex);
-      op->handle = handle;
-      cancel_now = op->cancel_requested;
-    }
-    if (cancel_now) handle.cancel();
+    start_cancellable(std::decay_t<Handler>(std::forward<Handler>(handler)),
+                      [&](std::shared_ptr<operation> op) {
+                        return async_access::start(
+                            lock, wait,
+                            [op](acquire_result r) {
+                              operation::complete(op, asio_code(r.error), std::move(r.held));
+                            },
+                            std::move(options));
+                      });
+  }
+};
+
+struct initiate_acquire_and_read {
+  basic_lock lock;  // as initiate_acquire's
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds wait,
+                  std::vector<std::vector<std::string>> reads, lease_options options) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    start_cancellable(
+        std::decay_t<Handler>(std::forward<Handler>(handler)), [&](std::shared_ptr<operation> op) {
+          return async_access::start_read(
+              lock, wait, std::move(reads),
+              [op](acquire_and_read_result r) {
+                operation::complete(op, asio_code(r.error),
+                                    lease_and_reads{std::move(r.held), std::move(r.reads)});
+              },
+              std::move(options));
+        });
   }
 };
 
@@ -235,6 +275,29 @@ template <class CompletionToken>
 auto async_acquire(const basic_lock& lock, std::chrono::milliseconds wait,
                    CompletionToken&& token) {
   return dlock::async_acquire(lock, wait, std::forward<CompletionToken>(token), lease_options{});
+}
+
+/// Acquires `lock` and runs `reads` under it, as `basic_lock::try_acquire_and_read` does (one
+/// round trip when the lock is free), as an asio asynchronous operation; completion signature
+/// `void(std::error_code, dlock::lease_and_reads)`. Waiting, errors (also those
+/// `try_acquire_and_read` throws: invalid_argument for an empty command, a RedLock client or a
+/// semaphore; lease_lost), where the handler runs, cancellation (until the lock is granted;
+/// then the reads' reply is awaited, within the command timeout) and ownership are as
+/// `async_acquire`'s. The reads are copied.
+template <class CompletionToken>
+auto async_acquire_and_read(const basic_lock& lock, std::chrono::milliseconds wait,
+                            std::vector<std::vector<std::string>> reads, CompletionToken&& token,
+                            const lease_options& options) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, lease_and_reads)>(
+      detail::initiate_acquire_and_read{lock}, token, wait, std::move(reads), options);
+}
+
+/// `async_acquire_and_read` with default `lease_options`.
+template <class CompletionToken>
+auto async_acquire_and_read(const basic_lock& lock, std::chrono::milliseconds wait,
+                            std::vector<std::vector<std::string>> reads, CompletionToken&& token) {
+  return dlock::async_acquire_and_read(lock, wait, std::move(reads),
+                                       std::forward<CompletionToken>(token), lease_options{});
 }
 
 /// Releases `held` as an asio asynchronous operation; completion signature

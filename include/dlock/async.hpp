@@ -22,6 +22,8 @@ struct acquire_wait;
 namespace net {
 class io_thread;
 }  // namespace net
+struct lease_and_reads;
+class acquire_and_read_awaitable;
 
 /// Cancels one asynchronous acquisition: what `basic_lock::acquire_async(wait, callback)`
 /// returns. A cheap, copyable value that holds weak references only: it keeps neither the
@@ -91,8 +93,32 @@ class DLOCK_API acquire_awaitable {
 
  private:
   friend class basic_lock;
+  friend class acquire_and_read_awaitable;
   explicit acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept;
   std::shared_ptr<detail::acquire_wait> state_;
+};
+
+/// What `co_await lock.acquire_and_read_async(wait, reads, ...)` waits on: an
+/// `acquire_awaitable` (the same rules: nothing sent until awaited, single use, where the
+/// coroutine continues, destruction while suspended) that also yields the replies of the reads
+/// run under the lock.
+class DLOCK_API acquire_and_read_awaitable {
+ public:
+  /// As `acquire_awaitable::await_ready`.
+  bool await_ready() { return acquisition_.await_ready(); }
+  /// As `acquire_awaitable::await_suspend`.
+  bool await_suspend(std::coroutine_handle<> awaiting) {
+    return acquisition_.await_suspend(awaiting);
+  }
+  /// The lease and the reads' replies (both empty: not acquired within the wait). Throws
+  /// `dlock::error`: errc::cancelled if the stop token was stopped first, and as
+  /// `basic_lock::try_acquire_and_read` does.
+  lease_and_reads await_resume();
+
+ private:
+  friend class basic_lock;
+  explicit acquire_and_read_awaitable(acquire_awaitable acquisition) noexcept;
+  acquire_awaitable acquisition_;
 };
 
 }  // namespace dlock

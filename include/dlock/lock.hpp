@@ -89,9 +89,20 @@ struct lease_and_reads {
   std::vector<reply> reads;
 };
 
+/// How an asynchronous `acquire_and_read_async` ended: as `acquire_result`, with the replies of
+/// the reads that ran under the lock when it was granted (empty otherwise).
+struct acquire_and_read_result {
+  lease held;
+  std::vector<reply> reads;
+  std::error_code error;
+  std::string message;
+};
+
 /// Completion of an asynchronous acquisition. Runs on the client's I/O thread; do not block in
 /// it.
 using acquire_callback = std::function<void(acquire_result result)>;
+/// Completion of an asynchronous acquisition that carries reads; same rules.
+using acquire_and_read_callback = std::function<void(acquire_and_read_result result)>;
 
 /// How sure `force_unlock` must be that a key is a lock before it deletes it.
 enum class force_unlock_check {
@@ -166,6 +177,37 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   lease_and_reads try_acquire_and_read(std::chrono::milliseconds wait,
                                        const std::vector<std::vector<std::string>>& reads,
                                        const lease_options& options = {});
+
+  /// `try_acquire_and_read` without parking a thread: returns at once; `done` (anything an
+  /// `acquire_and_read_callback` can be made from) runs once on the client's I/O thread with the
+  /// lease and the reads' replies, an empty result (not acquired within `wait`; negative = one
+  /// attempt; `milliseconds::max()` = forever), or the error `try_acquire_and_read` would throw
+  /// (argument errors too, never thrown from here). The reads are copied. The handle cancels
+  /// the acquisition as `acquire_async`'s does; once the lock is granted, the call ends when the
+  /// reads' reply comes (within the connection's command timeout) and cancelling does nothing.
+  /// A reentrant acquisition without `options.owner` is owned by the calling thread.
+  template <std::convertible_to<acquire_and_read_callback> Callback>
+  acquire_handle acquire_and_read_async(std::chrono::milliseconds wait,
+                                        std::vector<std::vector<std::string>> reads,
+                                        Callback&& done, lease_options options = {}) {
+    return start_read_async(wait, std::move(reads),
+                            acquire_and_read_callback(std::forward<Callback>(done)),
+                            std::move(options), false);
+  }
+  /// The same for a C++20 coroutine: `auto [held, reads] = co_await lock.acquire_and_read_async(
+  /// 10s, reads);`, with `acquire_async`'s awaitable rules (it starts when awaited, the coroutine
+  /// continues on the I/O thread, `cancel` ends a wait with errc::cancelled, an acquisition
+  /// without `options.owner` has an owner of its own). Yields `lease_and_reads` or throws as
+  /// `try_acquire_and_read` does. With GCC 12, make the awaitable in a statement of its own
+  /// when `reads` or `options` are written inside the `co_await` (see `acquire_async`).
+  [[nodiscard]] acquire_and_read_awaitable acquire_and_read_async(
+      std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads);
+  [[nodiscard]] acquire_and_read_awaitable acquire_and_read_async(
+      std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads,
+      const lease_options& options);
+  [[nodiscard]] acquire_and_read_awaitable acquire_and_read_async(
+      std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads,
+      const lease_options& options, std::stop_token cancel);
 
   /// Asynchronous acquisition: returns at once; `done` (anything an `acquire_callback` can be
   /// made from) runs on the client's I/O thread, exactly once, when the lock is granted, the
@@ -262,6 +304,11 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// without `options.owner` an owner of its own instead of the calling thread.
   acquire_handle start_async(std::chrono::milliseconds wait, acquire_callback done,
                              lease_options options, bool own_owner);
+  /// The same for `acquire_and_read_async`.
+  acquire_handle start_read_async(std::chrono::milliseconds wait,
+                                  std::vector<std::vector<std::string>> reads,
+                                  acquire_and_read_callback done, lease_options options,
+                                  bool own_owner);
 };
 
 /// A reentrant lock with Redisson's RLock layout (a hash of owner → hold count), so dlock and

@@ -7,6 +7,8 @@
 #include <exception>
 #include <optional>
 #include <stop_token>
+#include <string>
+#include <vector>
 
 #include "dlock/async.hpp"
 #include "dlock/error.hpp"
@@ -28,19 +30,56 @@ std::string own_owner_id() {
   return "async#" + std::to_string(next.fetch_add(1, std::memory_order_relaxed));
 }
 
-// Throws errc::invalid_argument for bad arguments, as make_request does; `done` and `options`
-// are left alone then.
-acquire_handle start_acquisition(const lock_handle& h, std::chrono::milliseconds wait,
-                                 acquire_callback& done, lease_options& options, bool own_owner) {
-  auto& core = *h.core;
-  if (own_owner && options.owner.empty() && h.kind->reentrant()) options.owner = own_owner_id();
+acquire_limits limits_for(std::chrono::milliseconds wait) {
   acquire_limits limits;
   const auto now = steady::now();
   limits.single_attempt = wait.count() <= 0;
   limits.deadline = limits.single_attempt ? now : saturating_add(now, wait);
-  auto request = core.make_request(h, options, limits, {});
+  return limits;
+}
+
+void give_own_owner(const lock_handle& h, lease_options& options, bool own_owner) {
+  if (own_owner && options.owner.empty() && h.kind->reentrant()) options.owner = own_owner_id();
+}
+
+// Both throw errc::invalid_argument for bad arguments, as make_request does; `done` is left
+// alone then.
+acquire_handle start_acquisition(const lock_handle& h, std::chrono::milliseconds wait,
+                                 acquire_callback& done, lease_options& options, bool own_owner) {
+  give_own_owner(h, options, own_owner);
+  auto request = h.core->make_request(h, options, limits_for(wait), {});
   request.done = std::move(done);
-  return core.acquire(std::move(request));
+  return h.core->acquire(std::move(request));
+}
+
+acquire_handle start_acquisition_and_read(const lock_handle& h, std::chrono::milliseconds wait,
+                                          std::vector<std::vector<std::string>> reads,
+                                          acquire_and_read_callback& done, lease_options& options,
+                                          bool own_owner) {
+  give_own_owner(h, options, own_owner);
+  return h.core->acquire_and_read_async(h, options, limits_for(wait), std::move(reads),
+                                        std::move(done));
+}
+
+// An error from starting a callback-form acquisition, reported as every outcome is: through
+// `done`, on the I/O thread, never from the starting call; the message without the code's own
+// text, which what() appends.
+template <class Result, class Callback>
+void report_on_io_thread(lock_core& core, Callback done, const error& e) {
+  std::string what = e.what();
+  const auto suffix = ": " + e.code().message();
+  if (what.size() > suffix.size() && what.ends_with(suffix))
+    what.resize(what.size() - suffix.size());
+  core.io().post([done = std::move(done), ec = e.code(), what = std::move(what)] {
+    Result r{};
+    r.error = ec;
+    r.message = what;
+    try {
+      done(std::move(r));
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+  });
 }
 
 }  // namespace
@@ -48,8 +87,13 @@ acquire_handle start_acquisition(const lock_handle& h, std::chrono::milliseconds
 /// What an acquire_awaitable shares with its completion.
 struct acquire_wait {
   acquire_wait(std::shared_ptr<lock_handle> l, std::chrono::milliseconds w, lease_options o,
-               std::stop_token s)
-      : lock(std::move(l)), wait(w), options(std::move(o)), stop(std::move(s)) {}
+               std::stop_token s,
+               std::optional<std::vector<std::vector<std::string>>> r = std::nullopt)
+      : lock(std::move(l)),
+        wait(w),
+        options(std::move(o)),
+        stop(std::move(s)),
+        reads(std::move(r)) {}
 
   // Who goes on with the coroutine: the completion moves `phase` to `completed` and resumes it
   // only if await_suspend got to `suspended` first; otherwise await_suspend sees `completed` and
@@ -62,8 +106,9 @@ struct acquire_wait {
   };
 
   /// The completion, on the I/O thread.
-  void complete(acquire_result r) {
+  void complete(acquire_result r, std::vector<reply> read_replies = {}) {
     result = std::move(r);
+    replies = std::move(read_replies);
     if (phase.exchange(completed, std::memory_order_acq_rel) == suspended) awaiting.resume();
   }
 
@@ -73,10 +118,12 @@ struct acquire_wait {
   std::chrono::milliseconds wait;
   lease_options options;
   std::stop_token stop;
+  std::optional<std::vector<std::vector<std::string>>> reads;  // an acquire_and_read_awaitable's
 
   std::atomic<int> phase{idle};
   std::coroutine_handle<> awaiting;  // set before the acquisition starts
   acquire_result result;             // set before `phase` becomes `completed`
+  std::vector<reply> replies;        // the same
   std::exception_ptr failure;        // an argument error, rethrown as it was thrown
   // The awaiting side's (the completion never touches them).
   acquire_handle handle;
@@ -92,19 +139,20 @@ acquire_handle basic_lock::start_async(std::chrono::milliseconds wait, acquire_c
   try {
     return detail::start_acquisition(*handle_, wait, done, options, own_owner);
   } catch (const error& e) {
-    // Reported as every outcome is: through `done`, on the I/O thread, never from here; the
-    // message without the code's own text, which what() appends.
-    std::string what = e.what();
-    const auto suffix = ": " + e.code().message();
-    if (what.size() > suffix.size() && what.ends_with(suffix))
-      what.resize(what.size() - suffix.size());
-    handle_->core->io().post([done = std::move(done), ec = e.code(), what = std::move(what)] {
-      try {
-        done({{}, ec, what});
-      } catch (...) {
-        // User callbacks run on the I/O thread; nothing may escape into it.
-      }
-    });
+    detail::report_on_io_thread<acquire_result>(*handle_->core, std::move(done), e);
+    return {};
+  }
+}
+
+acquire_handle basic_lock::start_read_async(std::chrono::milliseconds wait,
+                                            std::vector<std::vector<std::string>> reads,
+                                            acquire_and_read_callback done, lease_options options,
+                                            bool own_owner) {
+  try {
+    return detail::start_acquisition_and_read(*handle_, wait, std::move(reads), done, options,
+                                              own_owner);
+  } catch (const error& e) {
+    detail::report_on_io_thread<acquire_and_read_result>(*handle_->core, std::move(done), e);
     return {};
   }
 }
@@ -126,6 +174,24 @@ acquire_awaitable basic_lock::acquire_async(std::chrono::milliseconds wait,
                                             const lease_options& options, std::stop_token cancel) {
   return acquire_awaitable(
       std::make_shared<detail::acquire_wait>(handle_, wait, options, std::move(cancel)));
+}
+
+acquire_and_read_awaitable basic_lock::acquire_and_read_async(
+    std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads) {
+  return acquire_and_read_async(wait, std::move(reads), lease_options{}, std::stop_token{});
+}
+
+acquire_and_read_awaitable basic_lock::acquire_and_read_async(
+    std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads,
+    const lease_options& options) {
+  return acquire_and_read_async(wait, std::move(reads), options, std::stop_token{});
+}
+
+acquire_and_read_awaitable basic_lock::acquire_and_read_async(
+    std::chrono::milliseconds wait, std::vector<std::vector<std::string>> reads,
+    const lease_options& options, std::stop_token cancel) {
+  return acquire_and_read_awaitable(acquire_awaitable(std::make_shared<detail::acquire_wait>(
+      handle_, wait, options, std::move(cancel), std::move(reads))));
 }
 
 acquire_awaitable::acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept
@@ -170,8 +236,16 @@ bool acquire_awaitable::await_suspend(std::coroutine_handle<> awaiting) {
   s.awaiting = awaiting;
   const auto lock = std::move(s.lock);
   try {
-    acquire_callback done = [state = state_](acquire_result r) { state->complete(std::move(r)); };
-    s.handle = detail::start_acquisition(*lock, s.wait, done, s.options, true);
+    if (s.reads) {
+      acquire_and_read_callback done = [state = state_](acquire_and_read_result r) {
+        state->complete({std::move(r.held), r.error, std::move(r.message)}, std::move(r.reads));
+      };
+      s.handle = detail::start_acquisition_and_read(*lock, s.wait, std::move(*s.reads), done,
+                                                    s.options, true);
+    } else {
+      acquire_callback done = [state = state_](acquire_result r) { state->complete(std::move(r)); };
+      s.handle = detail::start_acquisition(*lock, s.wait, done, s.options, true);
+    }
   } catch (const error&) {
     s.failure = std::current_exception();
     s.phase.store(phase::completed, std::memory_order_relaxed);
@@ -196,6 +270,14 @@ lease acquire_awaitable::await_resume() {
   auto r = std::move(s.result);
   if (r.error) throw error(r.error, r.message);
   return std::move(r.held);
+}
+
+acquire_and_read_awaitable::acquire_and_read_awaitable(acquire_awaitable acquisition) noexcept
+    : acquisition_(std::move(acquisition)) {}
+
+lease_and_reads acquire_and_read_awaitable::await_resume() {
+  lease held = acquisition_.await_resume();
+  return {std::move(held), std::move(acquisition_.state_->replies)};
 }
 
 }  // namespace dlock

@@ -8,7 +8,7 @@
 //   watchdog.cpp        renewal rounds (renewal_plan.hpp groups them) and the expiry watch
 //   grant_registry.*    the grants table; name_activity.* the per-name table user threads read
 //   lock_core.cpp       construction, teardown, requests, statistics
-//   read_under_lock.cpp an acquisition that carries reads (try_acquire_and_read)
+//   read_under_lock.cpp an acquisition that carries reads (acquire_and_read, blocking or not)
 //
 // Threads: user threads call acquire, release, extend and the lease accessors; everything that
 // touches timers, subscriptions or waiter queues runs on the topology's I/O thread. Shared state
@@ -76,8 +76,15 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Acquires through `h` by `deadline` (in the past: one attempt), blocking the caller: the
   /// lease, or an empty one. Throws as basic_lock::try_acquire_until (also on the I/O thread).
   lease acquire_until(const lock_handle& h, const lease_options& o, steady::time_point deadline);
-  /// acquire_until, plus reads run under the lock (basic_lock::try_acquire_and_read;
-  /// read_under_lock.cpp).
+  /// Starts an acquisition that carries reads run under the lock
+  /// (basic_lock::acquire_and_read_async; read_under_lock.cpp): `done` runs on the I/O thread
+  /// exactly once. Throws errc::invalid_argument, having sent nothing and left `done` alone,
+  /// for bad arguments.
+  acquire_handle acquire_and_read_async(const lock_handle& h, const lease_options& o,
+                                        acquire_limits limits,
+                                        std::vector<std::vector<std::string>> reads,
+                                        acquire_and_read_callback&& done);
+  /// The same, blocking the caller (basic_lock::try_acquire_and_read); throws its errors.
   lease_and_reads acquire_and_read(const lock_handle& h, const lease_options& o,
                                    steady::time_point deadline,
                                    const std::vector<std::vector<std::string>>& reads);

@@ -20,6 +20,7 @@
 
 #include "dlock/asio.hpp"
 #include "dlock/dlock.hpp"
+#include "io_runner.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"
 
@@ -33,23 +34,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-
-/// An io_context run by a thread of its own (kept running by a work guard until destroyed).
-class io_runner {
- public:
-  io_runner() : work_(asio::make_work_guard(io)), thread_([this] { io.run(); }) {}
-  ~io_runner() {
-    work_.reset();
-    io.stop();
-    thread_.join();
-  }
-  std::thread::id id() const { return thread_.get_id(); }
-  asio::io_context io;
-
- private:
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
-};
 
 /// How one operation ended, and on which thread its handler ran.
 struct acquired {

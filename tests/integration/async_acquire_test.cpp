@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "coroutine.hpp"
 #include "dlock/dlock.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"
@@ -39,18 +40,6 @@ concept async_overloads = requires(L l, lease_options o, std::stop_token t, acqu
   { l.acquire_async(1s, cb, o) } -> std::same_as<acquire_handle>;
 };
 static_assert(async_overloads<reentrant_lock> && async_overloads<simple_lock>);
-
-/// A coroutine that starts at once and runs to its end by itself: the tests learn how it ended
-/// through promises it fulfils.
-struct spawned {
-  struct promise_type {
-    spawned get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
 
 /// How one co_await ended, and where and when the coroutine went on.
 struct outcome {
