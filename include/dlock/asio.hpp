@@ -1,7 +1,7 @@
-// dlock/asio.hpp — dlock's acquisitions and releases as asio asynchronous operations: any
-// completion token (a callback, asio::use_awaitable, asio::deferred, asio::use_future, ...),
-// completions on the handler's executor, per-operation cancellation through the handler's
-// cancellation slot. Optional: the one dlock header that includes asio (standalone asio,
+// dlock/asio.hpp — dlock's acquisitions (a lock, a lock with reads under it, a multi-lock) and
+// releases as asio asynchronous operations: any completion token (a callback,
+// asio::use_awaitable, asio::deferred, asio::use_future, ...), completions on the handler's
+// executor, per-operation cancellation through the handler's cancellation slot. Optional: the one dlock header that includes asio (standalone asio,
 // `<asio/...>`, 1.22 or newer: Debian's libasio-dev); dlock/dlock.hpp does not include it, and
 // nothing in the dlock library depends on it.
 //
@@ -39,6 +39,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 
 namespace dlock {
 
@@ -54,6 +55,10 @@ struct async_access {
                                    std::vector<std::vector<std::string>> reads,
                                    acquire_and_read_callback done, lease_options options) {
     return lock.start_read_async(wait, std::move(reads), std::move(done), std::move(options), true);
+  }
+  static acquire_handle start_multi(multi_lock& lock, std::chrono::milliseconds wait,
+                                    multi_acquire_callback done, lease_options options) {
+    return lock.start_async(wait, std::move(done), std::move(options), true);
   }
 };
 
@@ -216,6 +221,24 @@ struct initiate_acquire_and_read {
   }
 };
 
+struct initiate_multi_acquire {
+  multi_lock lock;  // as initiate_acquire's
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds wait, lease_options options) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    start_cancellable(std::decay_t<Handler>(std::forward<Handler>(handler)),
+                      [&](std::shared_ptr<operation> op) {
+                        return async_access::start_multi(
+                            lock, wait,
+                            [op](multi_acquire_result r) {
+                              operation::complete(op, asio_code(r.error), std::move(r.held));
+                            },
+                            std::move(options));
+                      });
+  }
+};
+
 struct initiate_release {
   template <class Handler>
   void operator()(Handler&& handler, lease held) {
@@ -273,6 +296,25 @@ auto async_acquire(const basic_lock& lock, std::chrono::milliseconds wait, Compl
 /// `async_acquire` with default `lease_options`.
 template <class CompletionToken>
 auto async_acquire(const basic_lock& lock, std::chrono::milliseconds wait,
+                   CompletionToken&& token) {
+  return dlock::async_acquire(lock, wait, std::forward<CompletionToken>(token), lease_options{});
+}
+
+/// Acquires every name of a multi-lock as an asio asynchronous operation; completion signature
+/// `void(std::error_code, dlock::multi_lease)` (empty: not acquired within the wait, no partial
+/// hold kept). Errors, where the handler runs, cancellation (the names taken so far are
+/// released) and ownership are as `async_acquire`'s for one lock; errors are those
+/// `multi_lock::try_acquire_for` throws.
+template <class CompletionToken>
+auto async_acquire(const multi_lock& lock, std::chrono::milliseconds wait, CompletionToken&& token,
+                   const lease_options& options) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, multi_lease)>(
+      detail::initiate_multi_acquire{lock}, token, wait, options);
+}
+
+/// `async_acquire` of a multi-lock with default `lease_options`.
+template <class CompletionToken>
+auto async_acquire(const multi_lock& lock, std::chrono::milliseconds wait,
                    CompletionToken&& token) {
   return dlock::async_acquire(lock, wait, std::forward<CompletionToken>(token), lease_options{});
 }

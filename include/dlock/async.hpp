@@ -18,16 +18,19 @@ namespace detail {
 class lock_core;
 struct lock_handle;
 struct acquire_wait;
+struct cancellable;
 }  // namespace detail
 namespace net {
 class io_thread;
 }  // namespace net
 struct lease_and_reads;
 class acquire_and_read_awaitable;
+class multi_acquire_awaitable;
 
-/// Cancels one asynchronous acquisition: what `basic_lock::acquire_async(wait, callback)`
-/// returns. A cheap, copyable value that holds weak references only: it keeps neither the
-/// acquisition nor its client alive. A default-constructed handle refers to nothing.
+/// Cancels one asynchronous acquisition: what `basic_lock::acquire_async(wait, callback)` and
+/// `multi_lock::acquire_async` return. A cheap, copyable value that holds weak references only: it
+/// keeps neither the acquisition nor its client alive. A default-constructed handle refers to
+/// nothing.
 class DLOCK_API acquire_handle {
  public:
   acquire_handle() noexcept = default;
@@ -50,7 +53,7 @@ class DLOCK_API acquire_handle {
   // The client's I/O thread, not the client: a cancel() must never be what closes the client
   // (a client closing inside a stop callback would wait for an I/O thread that waits for it).
   std::weak_ptr<net::io_thread> io_;
-  std::weak_ptr<void> op_;
+  std::weak_ptr<detail::cancellable> op_;
 };
 
 /// What `co_await lock.acquire_async(wait, options, stop)` waits on: the lease, empty if the wait
@@ -93,8 +96,12 @@ class DLOCK_API acquire_awaitable {
 
  private:
   friend class basic_lock;
+  friend class multi_lock;
   friend class acquire_and_read_awaitable;
+  friend class multi_acquire_awaitable;
   explicit acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept;
+  /// What every await_resume does first: throws the failure or the error, if any.
+  void throw_if_failed();
   std::shared_ptr<detail::acquire_wait> state_;
 };
 

@@ -9,9 +9,7 @@ namespace dlock::detail {
 
 acquire_handle lock_core::acquire(acquire_request r) {
   auto o = std::make_shared<op>(this, std::move(r));
-  acquire_handle handle;
-  handle.io_ = io_;
-  handle.op_ = o;
+  auto handle = handle_for(o);
   o->node = topology_->nodes_for(o->req.names->name).front();
   {
     lock_guard lock(ops_mutex_);

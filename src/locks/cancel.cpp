@@ -16,18 +16,28 @@ void acquire_handle::cancel() const noexcept {
 
 namespace detail {
 
-void lock_core::cancel(net::io_thread& io, std::weak_ptr<void> target) noexcept {
+void lock_core::cancel(net::io_thread& io, std::weak_ptr<cancellable> target) noexcept {
   try {
     io.post([target = std::move(target)] {
-      // Handlers run only while the core is whole (its teardown stops this thread), and an op
-      // that has not finished has not been through that teardown, which finishes every pending
-      // one.
-      const auto o = std::static_pointer_cast<op>(target.lock());
-      if (o && !o->finished) o->core->cancel_now(o);
+      // Handlers run only while the core is whole (its teardown stops this thread), and an
+      // acquisition that has not finished has not been through that teardown, which finishes
+      // every pending one.
+      if (const auto t = target.lock()) t->cancel();
     });
   } catch (...) {
     // No memory for the handler: the acquisition runs its course, as if cancelled too late.
   }
+}
+
+acquire_handle lock_core::handle_for(const std::shared_ptr<cancellable>& target) const {
+  acquire_handle handle;
+  handle.io_ = io_;
+  handle.op_ = target;
+  return handle;
+}
+
+void lock_core::op::cancel() {
+  if (!finished) core->cancel_now(std::static_pointer_cast<op>(shared_from_this()));
 }
 
 void lock_core::cancel_now(const std::shared_ptr<op>& o) {

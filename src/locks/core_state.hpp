@@ -11,9 +11,10 @@
 
 namespace dlock::detail {
 
-struct lock_core::op {
+struct lock_core::op : cancellable {
   op(lock_core* c, acquire_request r)
       : core(c), req(std::move(r)), machine(req.limits), timer(core->io().context()) {}
+  void cancel() override;  // cancel.cpp
   // Not an owner: the client's handles keep the core alive, and the core's destructor finishes
   // every acquisition still pending (with errc::client_closed) before it lets go of anything.
   // So no handler on the I/O thread ever holds the last reference to the client.

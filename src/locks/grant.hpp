@@ -24,6 +24,13 @@ namespace dlock::detail {
 
 class lock_core;
 
+/// What an acquire_handle cancels: one lock's acquisition (lock_core::op) or a multi-lock's.
+struct cancellable : std::enable_shared_from_this<cancellable> {
+  virtual ~cancellable() = default;
+  /// Ends the acquisition with errc::cancelled if it has not completed. I/O thread only.
+  virtual void cancel() = 0;
+};
+
 /// One owner's grant of one lock. The fields below `mutable_state` are guarded by the grant
 /// registry's mutex, which `guard` names so that clang's analysis can check it.
 struct grant {

@@ -30,12 +30,15 @@
 
 #include "core/sync.hpp"
 #include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/multi_lock.hpp"
 #include "locks/acquire_machine.hpp"
 #include "locks/grant.hpp"
 #include "locks/grant_registry.hpp"
 #include "locks/kinds/redlock.hpp"
 #include "locks/name_activity.hpp"
 #include "locks/waiter_queue.hpp"
+#include "net/io_thread.hpp"
 #include "topology/topology.hpp"
 
 namespace dlock::detail {
@@ -46,6 +49,40 @@ struct lock_counters {
       leases_lost{0}, renewal_rounds{0}, renewal_calls{0}, leases_renewed{0}, unlock_messages{0},
       grants_born_dead{0};
 };
+
+/// An owner of its own for an acquisition that is not a thread's (a coroutine's, asio's): unique
+/// in the process, and the client's id in front of it makes it unique everywhere (async.cpp).
+std::string async_owner_id();
+
+/// The limits of an asynchronous acquisition that waits up to `wait` from now (negative: one
+/// attempt; async.cpp).
+acquire_limits limits_for_wait(std::chrono::milliseconds wait);
+
+/// Starts an acquisition of every one of a multi-lock's `names` (sorted, distinct);
+/// `done` runs once, on the I/O thread. Throws errc::invalid_argument for bad options, having
+/// sent nothing and left `done` alone (multi_lock.cpp).
+acquire_handle start_multi_acquisition(lock_core& core, const std::vector<std::string>& names,
+                                       lease_options o, acquire_limits limits,
+                                       multi_acquire_callback& done);
+
+/// `e`'s message without the code's own text, which error::what() appends (async.cpp).
+std::string bare_message(const error& e);
+
+/// An error from starting an acquisition with a callback, reported as every outcome is: through
+/// `done`, on the I/O thread, never from the starting call.
+template <class Result, class Callback>
+void report_on_io_thread(net::io_thread& io, Callback done, const error& e) {
+  io.post([done = std::move(done), ec = e.code(), what = bare_message(e)] {
+    Result r{};
+    r.error = ec;
+    r.message = what;
+    try {
+      done(std::move(r));
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+  });
+}
 
 class lock_core : public std::enable_shared_from_this<lock_core> {
  public:
@@ -66,10 +103,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                                acquire_callback done);
   /// Starts an acquisition; `r.done` runs on the I/O thread exactly once. The handle cancels it.
   acquire_handle acquire(acquire_request r);
-  /// Ends the acquisition `target` (an op, or expired) with errc::cancelled if it has not
+  /// Ends the acquisition `target` (or nothing, if expired) with errc::cancelled if it has not
   /// completed: posted to `io`, its client's I/O thread. Any thread; never blocks; needs no
   /// reference to the client (cancel.cpp).
-  static void cancel(net::io_thread& io, std::weak_ptr<void> target) noexcept;
+  static void cancel(net::io_thread& io, std::weak_ptr<cancellable> target) noexcept;
+  /// The handle that cancels `target`, an acquisition on this client.
+  acquire_handle handle_for(const std::shared_ptr<cancellable>& target) const;
   /// Throws errc::invalid_argument, naming `what`, when called on the I/O thread: a blocking
   /// call there would wait for itself.
   void forbid_io_thread(const char* what);

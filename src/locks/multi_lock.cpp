@@ -15,16 +15,20 @@
 // waiters, each would hold a name sorting before the one it waits for, all the way round:
 // impossible. Multi-locks over overlapping names, given in any order, cannot wait for each other
 // in a cycle.
+//
+// Both paths run as one asynchronous acquisition (multi_acquisition): the one call's reply and
+// each name's grant arrive on the I/O thread, which starts the next step, so a wait parks no
+// thread; the blocking calls wait for its result.
 #include "dlock/multi_lock.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <optional>
 
 #include "core/one_shot.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
-#include "dlock_lua_scripts.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/multi_one_call.hpp"
 
 namespace dlock {
 
@@ -32,22 +36,6 @@ using detail::lock_core;
 using detail::steady;
 
 namespace {
-
-using handles = std::vector<std::unique_ptr<detail::lock_handle>>;
-
-// The handles a reentrant_lock of each name would have: the same kind, keys and fence counter.
-handles handles_for(const std::shared_ptr<lock_core>& core, const std::vector<std::string>& names) {
-  handles out;
-  out.reserve(names.size());
-  for (const auto& name : names) {
-    auto h = std::make_unique<detail::lock_handle>();
-    h->core = core;
-    h->kind = &detail::reentrant_kind();
-    h->names = h->kind->names_of(name, core->options().fence_counter);
-    out.push_back(std::move(h));
-  }
-  return out;
-}
 
 void release_all(std::vector<lease>& holds) noexcept {
   // Last taken, first released: the order the names were taken in, unwound.
@@ -57,285 +45,179 @@ void release_all(std::vector<lease>& holds) noexcept {
   }
 }
 
-// ---- the ordered path ----
+multi_acquire_result failure(std::error_code ec, std::string message) {
+  return {{}, ec, std::move(message)};
+}
 
-multi_lease acquire_in_order(lock_core& core, const handles& hs, const lease_options& o,
-                             steady::time_point deadline) {
-  std::vector<lease> holds;
-  holds.reserve(hs.size());
-  try {
-    for (const auto& h : hs) {
-      auto l = core.acquire_until(*h, o, deadline);
-      if (!l) {
-        release_all(holds);  // the wait ended: no partial hold is kept
-        return {};
-      }
-      holds.push_back(std::move(l));
+// One acquisition of every name: the one call when it can reach them all, then (or else) the
+// names one by one in order, each an ordinary acquisition of the reentrant lock started when the
+// previous one is granted. start() runs on the caller's thread and hands over to the I/O thread
+// (the one call's reply, or a post), where everything after it runs, cancel() included (a
+// handle exists only once start() has returned). It holds the client by a plain reference: the
+// client's teardown ends every pending acquisition and call (client_closed) before it lets go,
+// and the leases taken so far each hold the client.
+class multi_acquisition final : public detail::cancellable {
+ public:
+  multi_acquisition(lock_core& core, detail::multi_handles hs, lease_options o,
+                    const detail::acquire_request& checked, detail::acquire_limits limits,
+                    multi_acquire_callback done)
+      : core_(core),
+        hs_(std::move(hs)),
+        o_(std::move(o)),
+        owner_(checked.owner),
+        lease_time_(checked.lease_time),
+        limits_(limits),
+        done_(std::move(done)) {}
+
+  void start() {
+    if (!detail::one_call_reaches(core_, hs_)) {
+      core_.io().post([self = self()] { self->next_name(); });
+      return;
     }
-  } catch (...) {
-    release_all(holds);
-    throw;
+    // The reply must come within one command timeout, and by the deadline when there is one.
+    const auto now = steady::now();
+    auto until = detail::saturating_add(now, core_.options().connection.command_timeout);
+    if (!limits_.single_attempt) until = std::min(until, std::max(limits_.deadline, now));
+    in_one_call_ = true;
+    detail::send_one_call(
+        core_, hs_, o_, owner_, lease_time_, until,
+        [self = self()](detail::call_result r) { self->after_one_call(std::move(r)); });
   }
-  return multi_lease(std::move(holds));
-}
 
-// ---- the one-call path ----
-
-const script& multi_acquire_script() {
-  static const script s{std::string(lua::multi_acquire)};
-  return s;
-}
-
-// True if one script call can reach every key of every name: one node, one slot. Never for
-// RedLock, whose grants need a majority of masters, which the ordered path's kind provides.
-bool one_call_reaches(lock_core& core, const handles& hs) {
-  if (!core.options().redlock.masters.empty()) return false;
-  auto& t = core.topo();
-  const auto first = t.nodes_for(hs.front()->names->name);
-  if (first.size() != 1) return false;
-  const auto node = first.front();
-  const auto route = t.route_of(node, hs.front()->names->name);
-  for (const auto& h : hs) {
-    for (const std::string_view key : {h->names->name, h->names->fence_key}) {
-      const auto nodes = t.nodes_for(key);
-      if (nodes.size() != 1 || nodes.front() != node ||
-          !detail::one_script_reaches(t.route_of(node, key), route)) {
-        return false;
-      }
-    }
+  void cancel() override {
+    if (finished_) return;
+    cancelled_ = true;
+    if (in_one_call_) {
+      // Not waited for: what the call brings back is released when it comes.
+      finish(cancelled());
+    } else if (step_) {
+      step_->cancel();  // its completion, cancelled or (too late) granted, ends this one
+    }                   // else next_name() is on its way, and sees `cancelled_`
   }
-  return true;
-}
 
-// How the one call went.
-struct call_result {
-  enum class end {
-    granted,  // `holds` has every name
-    busy,     // a name is held elsewhere; nothing was taken
-    retry,    // nothing is kept (born dead, not replicated, no reply): worth another try
-    failed,   // `ec` and `message` say why; waiting cannot fix it
-  } what = end::failed;
-  std::vector<lease> holds;  // granted: all; retry: re-entries to give back
-  std::error_code ec;
-  std::string message;
-};
+ private:
+  std::shared_ptr<multi_acquisition> self() {
+    return std::static_pointer_cast<multi_acquisition>(shared_from_this());
+  }
+  multi_acquire_result cancelled() const {
+    return failure(make_error_code(errc::cancelled),
+                   "acquiring locks " + detail::names_phrase(hs_) + ": cancelled");
+  }
 
-std::string names_phrase(const handles& hs) {
-  std::string out;
-  for (const auto& h : hs) {
-    if (!out.empty()) out += ", ";
-    out += "'" + h->names->name + "'";
-  }
-  return out;
-}
-
-// Per name: 1 granted, 2 re-entered, with its fence; empty if the reply is not a grant of all.
-std::vector<std::pair<std::int64_t, std::uint64_t>> decode_grants(const reply& r, std::size_t n) {
-  std::vector<std::pair<std::int64_t, std::uint64_t>> out;
-  if (!r.is_array() || r.elements().size() != 1 + 2 * n) return out;
-  const auto& e = r.elements();
-  if (!e[0].is_integer() || e[0].integer() != 1) return out;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& status = e[1 + 2 * i];
-    const auto& fence = e[2 + 2 * i];
-    if (!status.is_integer() || !fence.is_integer() ||
-        (status.integer() != 1 && status.integer() != 2)) {
-      return {};
-    }
-    out.emplace_back(status.integer(), static_cast<std::uint64_t>(fence.integer()));
-  }
-  return out;
-}
-
-// "WRONGTYPE name I holds X, not a lock" names the culprit by position: the key itself may hold
-// bytes an error reply cannot carry. The message names the lock, as a single lock's does.
-std::string wrong_type_message(const handles& hs, const reply& r) {
-  constexpr std::string_view prefix = "WRONGTYPE name ";
-  const std::string& text = r.str();
-  std::size_t i = 0;
-  if (text.starts_with(prefix)) {
-    const char* begin = text.data() + prefix.size();
-    const char* end = text.data() + text.size();
-    const auto [p, ec] = std::from_chars(begin, end, i);
-    if (ec == std::errc() && i >= 1 && i <= hs.size() && p != end) {
-      return "lock '" + hs[i - 1]->names->name + "'" + std::string(p, end);
-    }
-  }
-  return "acquiring locks " + names_phrase(hs) + ": " + text;
-}
-
-const script& multi_drop_script() {
-  static const script s{std::string(lua::multi_drop)};
-  return s;
-}
-
-// After a call whose reply never came: removes what it may have granted, in one call that
-// takes the acquisition's connection (its first key) and so runs after it; an owner's holds from
-// before the call stay.
-void drop_uncertain(lock_core& core, const handles& hs, const std::string& owner) {
-  const auto& kind = detail::reentrant_kind();
-  std::vector<std::string_view> keys;
-  std::vector<std::string_view> args{owner, detail::unlock_message, core.topo().publish_command()};
-  for (const auto& h : hs) {
-    keys.push_back(h->names->name);
-    keys.push_back(h->names->channel);
-    args.push_back(core.grants().find_live(kind, h->names->name, owner) ? "0" : "1");
-  }
-  auto& topo = core.topo();
-  topo.eval(topo.nodes_for(hs.front()->names->name).front(), multi_drop_script(), keys, args,
-            steady::now() + core.options().connection.command_timeout, detail::durability::master,
-            [](std::error_code, reply) {});
-}
-
-// Builds the outcome from the script's reply, on the I/O thread (adopt_grant may run on_lost
-// callbacks, which belong there).
-call_result on_call_reply(lock_core& core, const handles& hs, const std::string& owner,
-                          const lease_options& o, std::chrono::milliseconds lease_time,
-                          std::error_code ec, const reply& r, steady::time_point sent_at) {
-  call_result out;
-  const auto& kind = detail::reentrant_kind();
-  auto call_on = [&](const detail::lock_handle& h) {
-    const auto node = core.topo().nodes_for(h.names->name).front();
-    const auto deadline = steady::now() + core.options().connection.command_timeout;
-    return detail::lock_call{core.topo(), node, *h.names, owner, lease_time, deadline};
-  };
-  if (ec == errc::not_replicated) {
-    // The master granted, too few replicas have it: a failover could hand the names to someone
-    // else. Undone, not handed out: each re-entry gives back its count, each new grant goes.
-    const auto grants = decode_grants(r, hs.size());
-    if (grants.empty()) {
-      out.what = call_result::end::busy;  // nothing was written; the WAIT was moot
-      return out;
-    }
-    for (std::size_t i = 0; i < grants.size(); ++i) {
-      if (grants[i].first == 2) {
-        kind.release(call_on(*hs[i]), [](std::error_code, reply) {});
-      } else {
-        kind.drop(call_on(*hs[i]), [](std::error_code, reply) {});
-      }
-    }
-    out.what = call_result::end::retry;
-    out.ec = errc::not_replicated;
-    out.message = "locks " + names_phrase(hs) + " were granted, but fewer than " +
-                  std::to_string(core.options().min_replica_acks) +
-                  " replicas acknowledged it in time; it was undone";
-    return out;
-  }
-  if (ec) {
-    // Without a reply the script may or may not have run: undo what it may have granted,
-    // except an owner's existing holds (as the driver's discard_uncertain_grant does).
-    if (ec == errc::timeout || ec == errc::connection_lost) drop_uncertain(core, hs, owner);
-    const bool transient =
-        ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
-    out.what = transient ? call_result::end::retry : call_result::end::failed;
-    out.ec = ec;
-    if (ec == errc::wrong_type && r.is_error()) {
-      out.message = wrong_type_message(hs, r);
-    } else {
-      out.message =
-          "acquiring locks " + names_phrase(hs) + ": " + (r.is_error() ? r.str() : ec.message());
-    }
-    return out;
-  }
-  if (r.is_array() && r.elements().size() == 3 && r.elements()[0].is_integer() &&
-      r.elements()[0].integer() == 0) {
-    out.what = call_result::end::busy;
-    return out;
-  }
-  const auto grants = decode_grants(r, hs.size());
-  if (grants.empty()) {
-    out.ec = errc::unexpected_reply;
-    out.message = "acquiring locks " + names_phrase(hs) + ": unexpected reply";
-    return out;
-  }
-  bool born_dead = false;
-  for (std::size_t i = 0; i < grants.size(); ++i) {
-    auto l = core.adopt_grant(*hs[i], owner, o, grants[i].second, grants[i].first == 2, sent_at);
-    if (l) {
-      out.holds.push_back(std::move(l));
-    } else {
-      born_dead = true;  // undone by adopt_grant; the others are given back by the caller
-    }
-  }
-  out.what = born_dead ? call_result::end::retry : call_result::end::granted;
-  return out;
-}
-
-call_result acquire_in_one_call(lock_core& core, const handles& hs, const lease_options& o,
-                                const detail::acquire_request& checked, bool single_attempt,
-                                steady::time_point deadline) {
-  // The reply must come within one command timeout, and by the deadline when there is one.
-  const auto now = steady::now();
-  auto until = detail::saturating_add(now, core.options().connection.command_timeout);
-  if (!single_attempt) until = std::min(until, std::max(deadline, now));
-  std::vector<std::string_view> keys;
-  keys.reserve(2 * hs.size());
-  for (const auto& h : hs) {
-    keys.push_back(h->names->name);
-    keys.push_back(h->names->fence_key);
-  }
-  const std::string lease_ms = std::to_string(checked.lease_time.count());
-  const std::string_view args[] = {lease_ms, checked.owner};
-  detail::one_shot<call_result> result;
-  core.counters.attempts.fetch_add(1, std::memory_order_relaxed);
-  const auto sent_at = steady::now();
-  auto& topo = core.topo();
-  topo.eval(topo.nodes_for(hs.front()->names->name).front(), multi_acquire_script(), keys, args,
-            until, detail::durability::replicas,
-            [&core, &hs, &o, &checked, &result, sent_at](std::error_code ec, reply r) {
-              // This thread must always hand over a result: the caller waits for it.
-              call_result out;
-              try {
-                out = on_call_reply(core, hs, checked.owner, o, checked.lease_time, ec, r, sent_at);
-              } catch (const error& e) {
-                out = {};
-                out.ec = e.code();
-                out.message = e.what();
-              } catch (...) {
-                out = {};
-                out.ec = errc::unexpected_reply;
-                out.message = "acquiring locks " + names_phrase(hs) + ": internal failure";
-              }
-              result.put(std::move(out));
-            });
-  return result.take();
-}
-
-// ---- both ----
-
-multi_lease acquire_until(const std::shared_ptr<lock_core>& core,
-                          const std::vector<std::string>& names, const lease_options& o,
-                          steady::time_point deadline) {
-  if (core->io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "acquiring a multi-lock blocks, so it cannot run on the client's I/O thread "
-                "(inside a callback)");
-  }
-  const auto hs = handles_for(core, names);
-  const bool single_attempt = deadline <= steady::now();
-  // Checks the options (throws errc::invalid_argument) and settles the owner, computed here on
-  // the caller's thread, and the lease time, for the one call.
-  const auto checked = core->make_request(*hs.front(), o, {}, [](acquire_result) {});
-  if (one_call_reaches(*core, hs)) {
-    auto r = acquire_in_one_call(*core, hs, o, checked, single_attempt, deadline);
-    using end = call_result::end;
-    if (r.what == end::granted) return multi_lease(std::move(r.holds));
+  void after_one_call(detail::call_result r) {
+    using end = detail::call_result::end;
+    in_one_call_ = false;
+    if (finished_) return release_all(r.holds);  // cancelled meanwhile
+    if (r.what == end::granted) return finish({multi_lease(std::move(r.holds)), {}, {}});
     release_all(r.holds);
-    if (r.what == end::failed) throw error(r.ec, r.message);
-    if (single_attempt || steady::now() >= deadline) {
-      // As a single lock's attempt: a transient failure of a single attempt is thrown, and so
+    if (r.what == end::failed) return finish(failure(r.ec, std::move(r.message)));
+    if (limits_.single_attempt || steady::now() >= limits_.deadline) {
+      // As a single lock's attempt: a transient failure of a single attempt is an error, and so
       // is a grant too few replicas acknowledged; a held name or a born-dead grant is just
       // "not acquired".
-      if (r.ec && (single_attempt || r.ec == errc::not_replicated)) throw error(r.ec, r.message);
-      return {};
+      if (r.ec && (limits_.single_attempt || r.ec == errc::not_replicated)) {
+        return finish(failure(r.ec, std::move(r.message)));
+      }
+      return finish({});
     }
-    // Held elsewhere, or worth another try: the ordered path waits for the names, event-driven,
-    // for the rest of the wait. The one call took nothing, so the ordering invariant holds.
+    // Held elsewhere, or worth another try: the names one by one, event-driven, for the rest of
+    // the wait. The one call took nothing, so the ordering invariant holds.
+    next_name();
   }
-  return acquire_in_order(*core, hs, o, deadline);
+
+  // Starts the acquisition of the next name not yet held, or ends with all of them.
+  void next_name() {
+    if (cancelled_) {
+      release_all(holds_);
+      return finish(cancelled());
+    }
+    const auto i = holds_.size();
+    if (i == hs_.size()) return finish({multi_lease(std::move(holds_)), {}, {}});
+    try {
+      auto request = core_.make_request(*hs_[i], o_, limits_, [self = self()](acquire_result r) {
+        self->after_step(std::move(r));
+      });
+      // The owner settled on the caller's thread, not this one's.
+      request.owner = owner_;
+      request.names = request.kind->names_for(hs_[i]->names, owner_);
+      step_ = core_.acquire(std::move(request));
+    } catch (const error& e) {
+      release_all(holds_);
+      finish(failure(e.code(), detail::bare_message(e)));
+    }
+  }
+
+  void after_step(acquire_result r) {
+    step_.reset();
+    if (r.error || !r.held) {
+      // The wait ended, or it failed: no partial hold is kept.
+      release_all(holds_);
+      return finish(r.error == errc::cancelled ? cancelled()
+                    : r.error                  ? failure(r.error, std::move(r.message))
+                                               : multi_acquire_result{});
+    }
+    holds_.push_back(std::move(r.held));
+    next_name();
+  }
+
+  void finish(multi_acquire_result result) {
+    if (std::exchange(finished_, true)) return;
+    try {
+      done_(std::move(result));
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+    done_ = {};
+  }
+
+  lock_core& core_;
+  const detail::multi_handles hs_;
+  const lease_options o_;
+  const std::string owner_;
+  const std::chrono::milliseconds lease_time_;
+  const detail::acquire_limits limits_;
+  multi_acquire_callback done_;
+  // From start() on, the I/O thread's alone.
+  std::vector<lease> holds_;            // the names taken so far, in order
+  std::optional<acquire_handle> step_;  // the name being acquired
+  bool in_one_call_ = false;
+  bool cancelled_ = false;
+  bool finished_ = false;
+};
+
+multi_lease acquire_until(lock_core& core, const std::vector<std::string>& names,
+                          const lease_options& o, steady::time_point deadline) {
+  core.forbid_io_thread("acquiring a multi-lock synchronously");
+  detail::acquire_limits limits;
+  limits.deadline = deadline;
+  limits.single_attempt = deadline <= steady::now();
+  detail::one_shot<multi_acquire_result> result;
+  multi_acquire_callback done = [&result](multi_acquire_result r) { result.put(std::move(r)); };
+  detail::start_multi_acquisition(core, names, o, limits, done);
+  auto r = result.take();
+  if (r.error) throw error(r.error, r.message);
+  return std::move(r.held);
 }
 
 }  // namespace
+
+namespace detail {
+
+acquire_handle start_multi_acquisition(lock_core& core, const std::vector<std::string>& names,
+                                       lease_options o, acquire_limits limits,
+                                       multi_acquire_callback& done) {
+  auto hs = multi_handles_for(core, names);
+  // Checks the options and settles the owner, computed here on the caller's thread, and the
+  // lease time.
+  const auto checked = core.make_request(*hs.front(), o, {}, {});
+  auto acquisition = std::make_shared<multi_acquisition>(core, std::move(hs), std::move(o), checked,
+                                                         limits, std::move(done));
+  auto handle = core.handle_for(acquisition);
+  acquisition->start();
+  return handle;
+}
+
+}  // namespace detail
 
 // ---- multi_lease ----
 
@@ -366,17 +248,29 @@ multi_lock::multi_lock(std::shared_ptr<detail::lock_core> core, std::vector<std:
     : core_(std::move(core)), names_(std::move(names)) {}
 
 multi_lease multi_lock::try_acquire(const lease_options& options) {
-  return acquire_until(core_, names_, options, steady::time_point::min());
+  return acquire_until(*core_, names_, options, steady::time_point::min());
 }
 
 multi_lease multi_lock::try_acquire_for(std::chrono::milliseconds wait,
                                         const lease_options& options) {
   if (wait.count() <= 0) return try_acquire(options);
-  return acquire_until(core_, names_, options, detail::saturating_add(steady::now(), wait));
+  return acquire_until(*core_, names_, options, detail::saturating_add(steady::now(), wait));
 }
 
 multi_lease multi_lock::acquire(const lease_options& options) {
-  return acquire_until(core_, names_, options, steady::time_point::max());
+  return acquire_until(*core_, names_, options, steady::time_point::max());
+}
+
+acquire_handle multi_lock::start_async(std::chrono::milliseconds wait, multi_acquire_callback done,
+                                       lease_options options, bool own_owner) {
+  if (own_owner && options.owner.empty()) options.owner = detail::async_owner_id();
+  try {
+    return detail::start_multi_acquisition(*core_, names_, std::move(options),
+                                           detail::limits_for_wait(wait), done);
+  } catch (const error& e) {
+    detail::report_on_io_thread<multi_acquire_result>(core_->io(), std::move(done), e);
+    return {};
+  }
 }
 
 dlock::multi_lock client::multi(std::vector<std::string> names) const {
