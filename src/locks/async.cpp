@@ -91,7 +91,7 @@ struct acquire_wait {
 
   /// The completion, on the I/O thread, once the outcome's fields below are set.
   void complete(std::error_code ec, std::string why) {
-    error = ec;
+    code = ec;
     message = std::move(why);
     if (phase.exchange(completed, std::memory_order_acq_rel) == suspended) awaiting.resume();
   }
@@ -105,7 +105,7 @@ struct acquire_wait {
   std::coroutine_handle<> awaiting;  // set before the acquisition starts
   // The outcome, set before `phase` becomes `completed`: the error, or what the kind of
   // awaitable yields.
-  std::error_code error;
+  std::error_code code;
   std::string message;
   lease held;
   std::vector<reply> replies;
@@ -244,7 +244,7 @@ bool acquire_awaitable::await_ready() {
   if (!state_) throw error(errc::invalid_argument, "this acquire_awaitable was moved from");
   auto& s = *state_;
   if (!s.stop.stop_requested()) return false;
-  s.error = make_error_code(errc::cancelled);
+  s.code = make_error_code(errc::cancelled);
   s.message = "acquisition cancelled before it started";
   s.phase.store(detail::acquire_wait::completed, std::memory_order_relaxed);
   return true;
@@ -254,7 +254,7 @@ bool acquire_awaitable::await_suspend(std::coroutine_handle<> awaiting) {
   auto& s = *state_;
   using phase = detail::acquire_wait::phase_value;
   if (s.stop.stop_requested()) {  // stopped since await_ready: still nothing sent
-    s.error = make_error_code(errc::cancelled);
+    s.code = make_error_code(errc::cancelled);
     s.message = "acquisition cancelled before it started";
     s.phase.store(phase::completed, std::memory_order_relaxed);
     return false;
@@ -290,7 +290,7 @@ void acquire_awaitable::throw_if_failed() {
   // posts the cancellation).
   s.on_stop.reset();
   if (s.failure) std::rethrow_exception(s.failure);
-  if (s.error) throw error(s.error, s.message);
+  if (s.code) throw error(s.code, s.message);
 }
 
 lease acquire_awaitable::await_resume() {
