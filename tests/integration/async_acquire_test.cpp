@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "coroutine.hpp"
+#include "async_support.hpp"
 #include "dlock/dlock.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"

@@ -16,7 +16,7 @@
 #include <stop_token>
 #include <thread>
 
-#include "coroutine.hpp"
+#include "async_support.hpp"
 #include "deployments.hpp"
 #include "dlock/asio.hpp"
 #include "dlock/dlock.hpp"
@@ -49,24 +49,7 @@ concept multi_async_overloads = requires(M m, lease_options o, std::stop_token t
 };
 static_assert(multi_async_overloads<multi_lock>);
 
-/// How a callback-form call ended, and whether it ran where blocking calls are refused (the
-/// client's I/O thread).
-struct called_back {
-  multi_acquire_result result;
-  bool on_io_thread = false;
-};
-
-multi_acquire_callback into(std::promise<called_back>& done, basic_lock probe) {
-  return [&done, probe](multi_acquire_result r) mutable {
-    called_back out{std::move(r), false};
-    try {
-      (void)probe.try_acquire();
-    } catch (const error& e) {
-      out.on_io_thread = e.code() == errc::invalid_argument;
-    }
-    done.set_value(std::move(out));
-  };
-}
+using called = called_back<multi_acquire_result>;
 
 class MultiLockAsync : public redis_test {
  protected:
@@ -87,7 +70,7 @@ class MultiLockAsync : public redis_test {
 TEST_F(MultiLockAsync, AFreeSetIsTakenInOneScriptCallAndCompletesOnTheIoThread) {
   raw_redis raw(server().port());
   client c(url());
-  std::promise<called_back> done;
+  std::promise<called> done;
   const auto before = script_calls(raw);
   (void)c.multi(names()).acquire_async(5s, into(done, c.simple(key("p"))));
   auto got = done.get_future().get();
@@ -110,7 +93,7 @@ TEST_F(MultiLockAsync, AWaitForAHeldNameEndsWithEveryNameOnceItIsReleased) {
   auto held = holder.reentrant(key("b")).try_acquire({.lease_time = 120s});
   ASSERT_TRUE(held);
   client c(url());
-  std::promise<called_back> done;
+  std::promise<called> done;
   auto result = done.get_future();
   (void)c.multi(names()).acquire_async(30s, into(done, c.simple(key("p"))));
   // Waiting for b, in order: a is taken (it sorts first), c is not.
@@ -134,7 +117,7 @@ TEST_F(MultiLockAsync, ACancelledWaitReleasesWhatItTookAndAWaitThatRunsOutKeepsN
   client c(url());
   auto multi = c.multi(names());
 
-  std::promise<called_back> ran_out;
+  std::promise<called> ran_out;
   const auto started = steady::now();
   (void)multi.acquire_async(300ms, into(ran_out, c.simple(key("p"))));
   auto out = ran_out.get_future().get();
@@ -143,7 +126,7 @@ TEST_F(MultiLockAsync, ACancelledWaitReleasesWhatItTookAndAWaitThatRunsOutKeepsN
   EXPECT_FALSE(out.result.held);
   EXPECT_FALSE(c.reentrant(key("a")).is_locked()) << "a partial hold was kept";
 
-  std::promise<called_back> cancelled;
+  std::promise<called> cancelled;
   auto result = cancelled.get_future();
   auto handle = multi.acquire_async(30s, into(cancelled, c.simple(key("p"))));
   wait_until([&] { return c.reentrant(key("b")).waiting_clients() >= 1; });
@@ -163,7 +146,7 @@ TEST_F(MultiLockAsync, ArgumentErrorsComeThroughTheCallbackWithNothingSent) {
   raw_redis raw(server().port());
   client c(url());
   const auto before = script_calls(raw);
-  std::promise<called_back> done;
+  std::promise<called> done;
   (void)c.multi(names()).acquire_async(5s, into(done, c.simple(key("p"))), {.lease_time = -1s});
   auto got = done.get_future().get();
   EXPECT_EQ(got.result.error, errc::invalid_argument) << got.result.message;
@@ -328,7 +311,7 @@ TEST(MultiLockAsyncCluster, NamesInDifferentSlotsAreTakenInOrderByTheCallback) {
   client holder(d->options());
   auto held = holder.reentrant(spread[1]).try_acquire({.lease_time = 120s});
   ASSERT_TRUE(held);
-  std::promise<called_back> done;
+  std::promise<called> done;
   auto result = done.get_future();
   const auto before = c.stats().attempts;
   (void)c.multi(spread).acquire_async(30s, into(done, c.simple("async-multi:p")));

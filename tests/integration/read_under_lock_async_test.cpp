@@ -18,7 +18,7 @@
 #include <stop_token>
 #include <thread>
 
-#include "coroutine.hpp"
+#include "async_support.hpp"
 #include "deployments.hpp"
 #include "dlock/asio.hpp"
 #include "dlock/dlock.hpp"
@@ -59,24 +59,7 @@ std::string text(const reply& r) {
   return r.is_string() ? r.str() : "<not a string: " + r.to_string() + ">";
 }
 
-/// How a callback-form call ended, and whether it ran where blocking calls are refused (the
-/// client's I/O thread).
-struct called_back {
-  acquire_and_read_result result;
-  bool on_io_thread = false;
-};
-
-acquire_and_read_callback into(std::promise<called_back>& done, basic_lock probe) {
-  return [&done, probe](acquire_and_read_result r) mutable {
-    called_back out{std::move(r), false};
-    try {
-      (void)probe.try_acquire();
-    } catch (const error& e) {
-      out.on_io_thread = e.code() == errc::invalid_argument;
-    }
-    done.set_value(std::move(out));
-  };
-}
+using called = called_back<acquire_and_read_result>;
 
 // ---- the callback form ----
 
@@ -86,7 +69,7 @@ TEST_F(ReadUnderLockAsync, AFreeLocksLeaseAndReadsComeInOneRoundTripOnTheIoThrea
   raw_redis raw(server().port());
   raw({"HSET", key("funds"), "f", "100"});
   client c(url());
-  std::promise<called_back> done;
+  std::promise<called> done;
   const auto before = script_calls(raw);
   (void)c.simple(key("lock"))
       .acquire_and_read_async(5s, {{"HGET", key("funds"), "f"}, {"GET", key("absent")}},
@@ -109,7 +92,7 @@ TEST_F(ReadUnderLockAsync, AWaitingCallbackReadsWhatTheHolderWroteBeforeItReleas
   auto held = holder.reentrant(key("lock")).try_acquire({.lease_time = 120s});
   ASSERT_TRUE(held);
   client c(url());
-  std::promise<called_back> done;
+  std::promise<called> done;
   auto result = done.get_future();
   (void)c.reentrant(key("lock"))
       .acquire_and_read_async(30s, {{"GET", key("data")}}, into(done, c.simple(key("p"))));
@@ -143,7 +126,7 @@ TEST_F(ReadUnderLockAsync, ArgumentErrorsComeThroughTheCallbackWithNothingSent) 
   };
   for (const auto& call : calls) {
     SCOPED_TRACE(call.what);
-    std::promise<called_back> done;
+    std::promise<called> done;
     auto lock = call.lock;
     (void)lock.acquire_and_read_async(5s, call.reads, into(done, c.simple(key("p"))), call.options);
     auto got = done.get_future().get();
@@ -163,7 +146,7 @@ TEST_F(ReadUnderLockAsync, ACancelledWaitEndsHoldingNothingAndAWaitThatRunsOutGi
   client c(url());
   auto lock = c.fair(key("lock"));
 
-  std::promise<called_back> ran_out;
+  std::promise<called> ran_out;
   const auto started = steady::now();
   (void)lock.acquire_and_read_async(200ms, {{"GET", key("data")}},
                                     into(ran_out, c.simple(key("p"))));
@@ -173,7 +156,7 @@ TEST_F(ReadUnderLockAsync, ACancelledWaitEndsHoldingNothingAndAWaitThatRunsOutGi
   EXPECT_FALSE(out.result.held);
   EXPECT_TRUE(out.result.reads.empty());
 
-  std::promise<called_back> cancelled;
+  std::promise<called> cancelled;
   auto result = cancelled.get_future();
   auto handle =
       lock.acquire_and_read_async(30s, {{"GET", key("data")}}, into(cancelled, c.simple(key("p"))));
@@ -195,7 +178,7 @@ TEST_F(ReadUnderLockAsync, StartedOnTheIoThreadTheReadsStillFollowTheFirstAttemp
   client c(url());
   auto first = c.simple(key("first"));
   auto second = c.simple(key("second"));
-  std::promise<called_back> done;
+  std::promise<called> done;
   const auto before = script_calls(raw);
   (void)first.acquire_async(5s, [&](acquire_result r) {
     r.held.release();  // on the I/O thread: sent without waiting
@@ -386,7 +369,7 @@ TEST_P(ReadUnderLockAsyncTopology, ACallbackGetsTheReadsOfAFreeLockInOneRoundTri
   raw_redis raw(d->port_for(name));
   raw({"SET", data, "v"});
   client c(d->options());
-  std::promise<called_back> done;
+  std::promise<called> done;
   const auto before = script_calls(raw);
   (void)c.reentrant(name).acquire_and_read_async(5s, {{"GET", data}},
                                                  into(done, c.simple("{async-read}p")));
