@@ -13,6 +13,8 @@
 #include <asio/detached.hpp>
 #include <asio/use_awaitable.hpp>
 #include <future>
+#include <iostream>
+#include <random>
 #include <stop_token>
 #include <thread>
 
@@ -171,6 +173,65 @@ TEST_F(MultiLockAsync, DroppingTheLastClientHandleEndsAPendingWait) {
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), errc::client_closed);
   EXPECT_TRUE(held.valid());
+}
+
+// Cancellations landing before, during and after the hand-off of a held name (the one-by-one
+// path, with a name already taken) and the one call on a free set: every round ends with every
+// name held by the multi-lock (delivered) or by nobody, never by a grant nobody knows about.
+TEST_F(MultiLockAsync, CancellationsRacingGrantsNeverLeaveANameHeld) {
+  raw_redis raw(server().port());
+  client holder(url());
+  client c(url());
+  auto multi = c.multi(names());
+  std::mt19937 random(20261124);
+  std::uniform_int_distribution<int> release_us(0, 500), cancel_us(0, 1500), call_us(0, 150);
+  const auto spin = [](std::chrono::microseconds d) {
+    const auto until = steady::now() + d;
+    while (steady::now() < until) {
+    }
+  };
+  int granted = 0, cancelled = 0;
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const bool hand_off = round % 2 == 0;
+    lease held;
+    if (hand_off) {
+      held = holder.reentrant(key("b")).try_acquire_for(10s);
+      ASSERT_TRUE(held) << "b was not free within 10 s of the last round's end";
+    }
+    std::promise<multi_acquire_result> done;
+    auto handle = multi.acquire_async(
+        30s, [&](multi_acquire_result r) { done.set_value(std::move(r)); }, {.lease_time = 60s});
+    std::thread releaser;
+    if (hand_off) {
+      const auto release_after = std::chrono::microseconds(release_us(random));
+      releaser = std::thread([&, release_after] {
+        spin(release_after);
+        held.release();
+      });
+      spin(std::chrono::microseconds(cancel_us(random)));
+    } else {
+      spin(std::chrono::microseconds(call_us(random)));
+    }
+    handle.cancel();
+    if (releaser.joinable()) releaser.join();
+    auto result = done.get_future();
+    ASSERT_EQ(result.wait_for(20s), std::future_status::ready);
+    auto r = result.get();
+    if (r.held) {
+      ++granted;
+      EXPECT_FALSE(r.error);
+      EXPECT_EQ(r.held.holds().size(), 3u);
+      EXPECT_TRUE(r.held.release());
+    } else {
+      ++cancelled;
+      EXPECT_EQ(r.error, errc::cancelled) << r.message;
+    }
+    // Free again (an undo or a release may still be on its way; a grant that stays fails here).
+    wait_until([&] { return exists(raw) == 0; }, 10s);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  std::cout << "[          ] " << granted << " rounds granted, " << cancelled << " cancelled\n";
 }
 
 // ---- the awaitable ----
