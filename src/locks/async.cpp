@@ -50,6 +50,13 @@ acquire_handle start_acquisition_and_read(const lock_handle& h, std::chrono::mil
 
 }  // namespace
 
+acquire_limits limits_until(steady::time_point deadline) {
+  acquire_limits limits;
+  limits.deadline = deadline;
+  limits.single_attempt = deadline <= steady::now();
+  return limits;
+}
+
 acquire_limits limits_for_wait(std::chrono::milliseconds wait) {
   acquire_limits limits;
   const auto now = steady::now();

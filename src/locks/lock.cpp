@@ -104,11 +104,9 @@ void lock_core::forbid_io_thread(const char* what) {
 lease lock_core::acquire_until(const lock_handle& h, const lease_options& o,
                                steady::time_point deadline) {
   forbid_io_thread("acquiring a lock synchronously");
-  acquire_limits limits;
-  limits.deadline = deadline;
-  limits.single_attempt = deadline <= steady::now();
   one_shot<acquire_result> result;
-  acquire(make_request(h, o, limits, [&result](acquire_result r) { result.put(std::move(r)); }));
+  acquire(make_request(h, o, limits_until(deadline),
+                       [&result](acquire_result r) { result.put(std::move(r)); }));
   auto r = result.take();
   if (r.error) throw error(r.error, r.message);
   return std::move(r.held);

@@ -54,8 +54,9 @@ struct lock_counters {
 /// in the process, and the client's id in front of it makes it unique everywhere (async.cpp).
 std::string async_owner_id();
 
-/// The limits of an asynchronous acquisition that waits up to `wait` from now (negative: one
-/// attempt; async.cpp).
+/// The limits of an acquisition that waits until `deadline` (in the past: one attempt), and of
+/// one that waits up to `wait` from now (negative: one attempt); async.cpp.
+acquire_limits limits_until(steady::time_point deadline);
 acquire_limits limits_for_wait(std::chrono::milliseconds wait);
 
 /// Starts an acquisition of every one of a multi-lock's `names` (sorted, distinct);

@@ -188,12 +188,9 @@ class multi_acquisition final : public detail::cancellable {
 multi_lease acquire_until(lock_core& core, const std::vector<std::string>& names,
                           const lease_options& o, steady::time_point deadline) {
   core.forbid_io_thread("acquiring a multi-lock synchronously");
-  detail::acquire_limits limits;
-  limits.deadline = deadline;
-  limits.single_attempt = deadline <= steady::now();
   detail::one_shot<multi_acquire_result> result;
   multi_acquire_callback done = [&result](multi_acquire_result r) { result.put(std::move(r)); };
-  detail::start_multi_acquisition(core, names, o, limits, done);
+  detail::start_multi_acquisition(core, names, o, detail::limits_until(deadline), done);
   auto r = result.take();
   if (r.error) throw error(r.error, r.message);
   return std::move(r.held);

@@ -206,11 +206,8 @@ lease_and_reads lock_core::acquire_and_read(const lock_handle& h, const lease_op
                                             steady::time_point deadline,
                                             const std::vector<std::vector<std::string>>& reads) {
   forbid_io_thread("acquiring a lock synchronously");
-  acquire_limits limits;
-  limits.deadline = deadline;
-  limits.single_attempt = deadline <= steady::now();
   one_shot<acquire_and_read_result> result;
-  acquire_and_read_async(h, o, limits, reads,
+  acquire_and_read_async(h, o, limits_until(deadline), reads,
                          [&result](acquire_and_read_result r) { result.put(std::move(r)); });
   auto r = result.take();
   if (r.error) throw error(r.error, r.message);

@@ -407,11 +407,6 @@ TEST_P(AsyncCancel, CancellationsRacingGrantsNeverLeaveAnUnknownHolder) {
   // trips: cancellations spread over a longer window land before, during and after it.
   std::uniform_int_distribution<int> release_us(0, 500), cancel_us(0, 8000);
   raw_redis raw(server().port());
-  const auto spin = [](std::chrono::microseconds d) {
-    const auto until = steady::now() + d;
-    while (steady::now() < until) {
-    }
-  };
   int granted = 0, cancelled = 0;
   ASSERT_TRUE(lock_of(holder, GetParam(), name).try_acquire().release());  // starts the counter
   const auto fence_before = fence_of(raw, name);
@@ -432,10 +427,10 @@ TEST_P(AsyncCancel, CancellationsRacingGrantsNeverLeaveAnUnknownHolder) {
     const auto release_after = std::chrono::microseconds(release_us(random));
     const auto cancel_after = std::chrono::microseconds(cancel_us(random));
     std::thread releaser([&] {
-      spin(release_after);
+      spin_for(release_after);
       held.release();
     });
-    spin(cancel_after);
+    spin_for(cancel_after);
     handle.cancel();
     releaser.join();
     auto result = done.get_future();

@@ -185,11 +185,6 @@ TEST_F(MultiLockAsync, CancellationsRacingGrantsNeverLeaveANameHeld) {
   auto multi = c.multi(names());
   std::mt19937 random(20261124);
   std::uniform_int_distribution<int> release_us(0, 500), cancel_us(0, 1500), call_us(0, 150);
-  const auto spin = [](std::chrono::microseconds d) {
-    const auto until = steady::now() + d;
-    while (steady::now() < until) {
-    }
-  };
   int granted = 0, cancelled = 0;
   for (int round = 0; round < 200; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
@@ -206,12 +201,12 @@ TEST_F(MultiLockAsync, CancellationsRacingGrantsNeverLeaveANameHeld) {
     if (hand_off) {
       const auto release_after = std::chrono::microseconds(release_us(random));
       releaser = std::thread([&, release_after] {
-        spin(release_after);
+        spin_for(release_after);
         held.release();
       });
-      spin(std::chrono::microseconds(cancel_us(random)));
+      spin_for(std::chrono::microseconds(cancel_us(random)));
     } else {
-      spin(std::chrono::microseconds(call_us(random)));
+      spin_for(std::chrono::microseconds(call_us(random)));
     }
     handle.cancel();
     if (releaser.joinable()) releaser.join();

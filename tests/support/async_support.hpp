@@ -3,6 +3,7 @@
 // ended and on which thread.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 #include <exception>
 #include <functional>
@@ -24,6 +25,14 @@ struct spawned {
     void unhandled_exception() noexcept { std::terminate(); }
   };
 };
+
+/// Spins for `d`: lands a cancellation or a release at a chosen instant of a hand-off, finer
+/// than a sleep can.
+inline void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
 
 /// How a callback-form call ended, and whether it ran where blocking calls are refused (the
 /// client's I/O thread).
