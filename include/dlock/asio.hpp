@@ -1,7 +1,10 @@
-// dlock/asio.hpp — dlock's acquisitions (a lock, a lock with reads under it, a multi-lock) and
-// releases as asio asynchronous operations: any completion token (a callback,
+// dlock/asio.hpp — dlock's acquisitions (a lock, a lock with reads under it, a multi-lock), a
+// latch's wait, and the calls that take one round trip (releases, a lease's extension, a
+// semaphore's release, a latch's count-down) as asio asynchronous operations: any completion
+// token (a callback,
 // asio::use_awaitable, asio::deferred, asio::use_future, ...), completions on the handler's
-// executor, per-operation cancellation through the handler's cancellation slot. Optional: the one dlock header that includes asio (standalone asio,
+// executor, per-operation cancellation through the handler's cancellation slot. Optional: the one
+// dlock header that includes asio (standalone asio,
 // `<asio/...>`, 1.22 or newer: Debian's libasio-dev); dlock/dlock.hpp does not include it, and
 // nothing in the dlock library depends on it.
 //
@@ -25,10 +28,13 @@
 #include <asio/system_executor.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -37,9 +43,11 @@
 
 #include "dlock/async.hpp"
 #include "dlock/error.hpp"
+#include "dlock/latch.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "dlock/semaphore.hpp"
 
 namespace dlock {
 
@@ -249,6 +257,85 @@ struct initiate_release {
   }
 };
 
+struct initiate_latch_wait {
+  countdown_latch latch;  // as initiate_acquire's lock
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds wait) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    start_cancellable(std::decay_t<Handler>(std::forward<Handler>(handler)),
+                      [&](std::shared_ptr<operation> op) {
+                        return latch.wait_async(wait, [op](latch_wait_result r) {
+                          operation::complete(op, asio_code(r.error), r.reached);
+                        });
+                      });
+  }
+};
+
+/// Starts, for `handler`, a call that takes one round trip: `start(done)` starts it with a
+/// callback that gets its call_result<T>; the handler gets the error and, unless T is void, the
+/// value. Such calls cannot be cancelled (each ends within the client's command timeout).
+template <class T, class Handler, class Start>
+void start_call(Handler&& handler, Start&& start) {
+  using operation = asio_operation<std::decay_t<Handler>>;
+  auto op = operation::make(std::decay_t<Handler>(std::forward<Handler>(handler)));
+  start([op](call_result<T> r) {
+    if constexpr (std::is_void_v<T>) {
+      operation::complete(op, asio_code(r.error));
+    } else {
+      operation::complete(op, asio_code(r.error), std::move(r.value));
+    }
+  });
+}
+
+struct initiate_extend {
+  lease* held;  // the caller's, which must outlive the initiation (as asio's I/O objects do)
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds lease_time) {
+    start_call<bool>(std::forward<Handler>(handler),
+                     [&](std::function<void(call_result<bool>)> done) {
+                       held->extend_async(lease_time, std::move(done));
+                     });
+  }
+};
+
+struct initiate_release_permits {
+  semaphore permits;  // as initiate_acquire's lock
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::int64_t count) {
+    start_call<void>(std::forward<Handler>(handler),
+                     [&](std::function<void(call_result<void>)> done) {
+                       permits.release_async(count, std::move(done));
+                     });
+  }
+};
+
+struct initiate_release_permit_id {
+  leased_semaphore permits;  // as initiate_acquire's lock
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::string permit_id) {
+    start_call<bool>(std::forward<Handler>(handler),
+                     [&](std::function<void(call_result<bool>)> done) {
+                       permits.release_async(permit_id, std::move(done));
+                     });
+  }
+};
+
+struct initiate_count_down {
+  countdown_latch latch;  // as initiate_acquire's lock
+
+  template <class Handler>
+  void operator()(Handler&& handler) {
+    start_call<std::int64_t>(std::forward<Handler>(handler),
+                             [&](std::function<void(call_result<std::int64_t>)> done) {
+                               latch.count_down_async(std::move(done));
+                             });
+  }
+};
+
 }  // namespace detail
 
 /// Acquires `lock` as an asio asynchronous operation; completion signature
@@ -354,6 +441,61 @@ template <class CompletionToken>
 auto async_release(lease& held, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
       detail::initiate_release{}, token, std::move(held));
+}
+
+/// Waits up to `wait` for `latch` to reach 0, as `countdown_latch::wait_for` does, as an asio
+/// asynchronous operation; completion signature `void(std::error_code, bool reached)`. Not
+/// reached within the wait is no error (`false`). Errors, where the handler runs, and
+/// cancellation through the handler's slot (`terminal` or `partial`:
+/// `asio::error::operation_aborted`, `false`) are as `async_acquire`'s. The latch is copied.
+template <class CompletionToken>
+auto async_wait(const countdown_latch& latch, std::chrono::milliseconds wait,
+                CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+      detail::initiate_latch_wait{latch}, token, wait);
+}
+
+/// Counts `latch` down by one, as `countdown_latch::count_down` does, as an asio asynchronous
+/// operation; completion signature `void(std::error_code, std::int64_t left)`: the count left
+/// (0: the latch is open). Errors and where the handler runs are as `async_acquire`'s; it cannot
+/// be cancelled (it ends within the client's command timeout). The latch is copied.
+template <class CompletionToken>
+auto async_count_down(const countdown_latch& latch, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, std::int64_t)>(
+      detail::initiate_count_down{latch}, token);
+}
+
+/// Gives back `permits` permits to a semaphore, as `semaphore::release(permits)` does, as an
+/// asio asynchronous operation; completion signature `void(std::error_code)`. Errors (also
+/// invalid_argument for permits < 1) and where the handler runs are as `async_acquire`'s; it
+/// cannot be cancelled. The semaphore is copied.
+template <class CompletionToken>
+auto async_release(const semaphore& permits_of, std::int64_t permits, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code)>(
+      detail::initiate_release_permits{permits_of}, token, permits);
+}
+
+/// Releases the permit(s) `permit_id` of a leased semaphore, as `leased_semaphore::release(id)`
+/// does, as an asio asynchronous operation; completion signature `void(std::error_code, bool
+/// released)`. Errors and where the handler runs are as `async_acquire`'s; it cannot be
+/// cancelled. The semaphore and the id are copied.
+template <class CompletionToken>
+auto async_release(const leased_semaphore& permits_of, std::string_view permit_id,
+                   CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+      detail::initiate_release_permit_id{permits_of}, token, std::string(permit_id));
+}
+
+/// Extends `held` to `lease_time` from now, as `lease::extend` does, as an asio asynchronous
+/// operation; completion signature `void(std::error_code, bool extended)` (false: no longer held;
+/// the lease is then lost). Errors (errc::lease_lost for an empty or lost lease,
+/// invalid_argument for a non-positive time, ...) and where the handler runs are as
+/// `async_acquire`'s; it cannot be cancelled. `held` is referred to until the operation is
+/// initiated (at once, except for a deferred token): keep it alive until then.
+template <class CompletionToken>
+auto async_extend(lease& held, std::chrono::milliseconds lease_time, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+      detail::initiate_extend{&held}, token, lease_time);
 }
 
 }  // namespace dlock

@@ -1,16 +1,22 @@
-// dlock/async.hpp — acquisitions that park no thread: the handle that cancels one started with a
-// callback, and the C++20 awaitable behind `co_await lock.acquire_async(wait)`. No asio here: the
-// asio adapter (any completion token) is the optional dlock/asio.hpp.
+// dlock/async.hpp — acquisitions and calls that park no thread: the handle that cancels one
+// started with a callback, the C++20 awaitable behind `co_await lock.acquire_async(wait)`, and the
+// result and awaitable of the calls that take one round trip (`lease::extend_async`,
+// `semaphore::release_async`, `countdown_latch::count_down_async`, ...). No asio here: the asio
+// adapter (any completion token) is the optional dlock/asio.hpp.
 #pragma once
 
 #include "dlock/export.hpp"
 
 #include <chrono>
 #include <coroutine>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <stop_token>
-
-#include "dlock/lease.hpp"
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
 
 namespace dlock {
 
@@ -19,18 +25,21 @@ class lock_core;
 struct lock_handle;
 struct acquire_wait;
 struct cancellable;
+struct awaitable_factory;
 }  // namespace detail
 namespace net {
 class io_thread;
 }  // namespace net
+class lease;
 struct lease_and_reads;
 class acquire_and_read_awaitable;
 class multi_acquire_awaitable;
 
-/// Cancels one asynchronous acquisition: what `basic_lock::acquire_async(wait, callback)` and
-/// `multi_lock::acquire_async` return. A cheap, copyable value that holds weak references only: it
-/// keeps neither the acquisition nor its client alive. A default-constructed handle refers to
-/// nothing.
+/// Cancels one asynchronous acquisition or wait: what `basic_lock::acquire_async(wait, callback)`,
+/// `multi_lock::acquire_async` and `countdown_latch::wait_async(wait, callback)` return (for a
+/// latch's wait, `cancel` ends it with `errc::cancelled`; it holds nothing to give back). A cheap,
+/// copyable value that holds weak references only: it keeps neither the acquisition nor its client
+/// alive. A default-constructed handle refers to nothing.
 class DLOCK_API acquire_handle {
  public:
   acquire_handle() noexcept = default;
@@ -99,9 +108,14 @@ class DLOCK_API acquire_awaitable {
   friend class multi_lock;
   friend class acquire_and_read_awaitable;
   friend class multi_acquire_awaitable;
+  template <class T>
+  friend class call_awaitable;
+  friend struct detail::awaitable_factory;
   explicit acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept;
   /// What every await_resume does first: throws the failure or the error, if any.
   void throw_if_failed();
+  /// What a call's awaitable yields (`call_awaitable`), after throw_if_failed.
+  std::int64_t take_number();
   std::shared_ptr<detail::acquire_wait> state_;
 };
 
@@ -126,6 +140,57 @@ class DLOCK_API acquire_and_read_awaitable {
   friend class basic_lock;
   explicit acquire_and_read_awaitable(acquire_awaitable acquisition) noexcept;
   acquire_awaitable acquisition_;
+};
+
+/// How an asynchronous call that takes one round trip ended (`lease::extend_async`,
+/// `semaphore::release_async`, `countdown_latch::count_down_async`, ...): `value` if it succeeded,
+/// else `error` (a `dlock::errc`, compare `r.error == dlock::errc::wrong_type`) and `message`, the
+/// words the blocking form would have thrown (the server's own, where it answered).
+template <class T>
+struct call_result {
+  T value{};
+  std::error_code error;
+  std::string message;
+};
+
+/// The same for a call that yields nothing.
+template <>
+struct call_result<void> {
+  std::error_code error;
+  std::string message;
+};
+
+/// What `co_await` on such a call waits on: `co_await latch.count_down_async()`. Yields `T`
+/// (bool, std::int64_t or void) or throws `dlock::error` with what the blocking form throws.
+/// As `acquire_awaitable`: nothing is sent until it is awaited, single use, and the coroutine
+/// continues **on the client's I/O thread** (where code must not block) unless the result was
+/// known before it could suspend. Destroying it while its coroutine is suspended on it means the
+/// coroutine is never resumed; a call already sent still runs on the server, and a latch's wait
+/// is cancelled. Of these, only a latch's wait takes a stop token.
+template <class T>
+class call_awaitable {
+  static_assert(std::is_void_v<T> || std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t>);
+
+ public:
+  /// As `acquire_awaitable::await_ready`.
+  bool await_ready() { return call_.await_ready(); }
+  /// As `acquire_awaitable::await_suspend`.
+  bool await_suspend(std::coroutine_handle<> awaiting) { return call_.await_suspend(awaiting); }
+  /// The call's value; throws `dlock::error` as the blocking form of the call does (and
+  /// errc::cancelled for a latch's wait whose stop token was stopped first).
+  T await_resume() {
+    const auto number = call_.take_number();
+    if constexpr (std::is_same_v<T, bool>) {
+      return number != 0;
+    } else if constexpr (std::is_same_v<T, std::int64_t>) {
+      return number;
+    }
+  }
+
+ private:
+  friend struct detail::awaitable_factory;
+  explicit call_awaitable(acquire_awaitable call) noexcept : call_(std::move(call)) {}
+  acquire_awaitable call_;
 };
 
 }  // namespace dlock

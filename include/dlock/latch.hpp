@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <system_error>
+
+#include "dlock/async.hpp"
 
 namespace dlock {
 
@@ -49,6 +52,14 @@ class DLOCK_API countdown_latch {
   /// Counts down by one. At 0 the latch is deleted and every waiter wakes. Counting down a latch
   /// that does not exist does nothing. Throws as `try_set_count`.
   void count_down();
+  /// `count_down` without parking a thread: returns at once, and `done` runs once, on the
+  /// client's I/O thread, with `value` the count left (0: the latch is open, by this count-down
+  /// or an earlier one, or it never existed) or the error `count_down` would have thrown. Never
+  /// throws; safe on the I/O thread, where `count_down` is refused. Do not block in `done`.
+  void count_down_async(std::function<void(call_result<std::int64_t>)> done) const noexcept;
+  /// The same for a C++20 coroutine: `std::int64_t left = co_await latch.count_down_async();`,
+  /// with `call_awaitable`'s rules (sent when awaited; continues on the I/O thread).
+  [[nodiscard]] call_awaitable<std::int64_t> count_down_async() const;
   /// The count now (0 if the latch does not exist). Throws as `try_set_count`.
   std::int64_t count() const;
   /// Waits up to `wait` for the count to reach 0. Returns true if it did, false if the wait
@@ -62,9 +73,18 @@ class DLOCK_API countdown_latch {
   /// count reaches 0, the wait ends (`milliseconds::max()`: never; <= 0: one check) or an error
   /// occurs. Never throws; errors, argument errors included, come through `done`. A pending
   /// wait does not keep the client open: when the client's last handle (client, lock, latch,
-  /// lease) goes, it completes with errc::client_closed. Do not block in `done`.
-  void wait_async(std::chrono::milliseconds wait,
-                  std::function<void(latch_wait_result)> done) const;
+  /// lease) goes, it completes with errc::client_closed. The handle it returns cancels the
+  /// wait (`done` then gets errc::cancelled); it is empty after an argument error. Do not block
+  /// in `done`.
+  acquire_handle wait_async(std::chrono::milliseconds wait,
+                            std::function<void(latch_wait_result)> done) const;
+  /// The same for a C++20 coroutine: `bool reached = co_await latch.wait_async(10s);`, with
+  /// `call_awaitable`'s rules: the wait starts (and counts) when awaited, the coroutine
+  /// continues on the client's I/O thread. A stop token, if given, cancels the wait: the
+  /// `co_await` then throws errc::cancelled. Throws as `wait_for` otherwise.
+  [[nodiscard]] call_awaitable<bool> wait_async(std::chrono::milliseconds wait) const;
+  [[nodiscard]] call_awaitable<bool> wait_async(std::chrono::milliseconds wait,
+                                                std::stop_token cancel) const;
   /// Deletes the latch, waking its waiters (they see it reached; Redisson's waiters too, which
   /// Redisson's own delete leaves waiting). Returns true if it existed. Throws as
   /// `try_set_count`.

@@ -11,6 +11,8 @@
 #include <stop_token>
 #include <string>
 
+#include "dlock/async.hpp"
+
 namespace dlock {
 
 /// Why a lease stopped being valid before it was released.
@@ -114,6 +116,18 @@ class DLOCK_API lease {
   /// the lease was already released or lost, errc::timeout / connection_lost if the server could
   /// not be asked.
   bool extend(std::chrono::milliseconds lease_time);
+  /// `extend` without parking a thread: returns at once, and `done` runs once, on the client's
+  /// I/O thread, with `value` what `extend` would have returned (false: no longer held; the
+  /// lease is then lost and its `on_lost` has run) or the error `extend` would have thrown. An
+  /// empty lease completes at once, on this thread, with errc::lease_lost. Never throws; do not
+  /// block in `done`. Safe on the I/O thread, where `extend` is refused.
+  void extend_async(std::chrono::milliseconds lease_time,
+                    std::function<void(call_result<bool>)> done) noexcept;
+  /// The same for a C++20 coroutine: `bool extended = co_await held.extend_async(30s);`, with
+  /// `call_awaitable`'s rules (sent when awaited; continues on the I/O thread). It refers to the
+  /// hold, not to this object: a lease released (or moved into another that is released) before
+  /// the `co_await` completes it with errc::lease_lost.
+  [[nodiscard]] call_awaitable<bool> extend_async(std::chrono::milliseconds lease_time);
 
   /// Releases the hold now. Returns true if the server confirmed the release, false if the lock
   /// was no longer held by this lease or the server could not be reached (the lease then ends at

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "dlock/async.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 
@@ -49,6 +51,14 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lo
   /// Gives back `permits` permits that were not taken through a lease (Redisson's release:
   /// anyone may call it). Throws as `try_set_permits`.
   void release(std::int64_t permits = 1);
+  /// `release` without parking a thread: returns at once, and `done` runs once, on the client's
+  /// I/O thread, with the error `release` would have thrown, if any. Never throws, argument
+  /// errors included (they come through `done`). Safe on the I/O thread, where `release` is
+  /// refused. Do not block in `done`.
+  void release_async(std::int64_t permits, std::function<void(call_result<void>)> done) noexcept;
+  /// The same for a C++20 coroutine: `co_await sem.release_async(2);`, with `call_awaitable`'s
+  /// rules (sent when awaited; continues on the I/O thread); throws as `release`.
+  [[nodiscard]] call_awaitable<void> release_async(std::int64_t permits = 1);
   /// Free permits now (0 if the semaphore does not exist).
   std::int64_t available() const;
   /// Everything about it at one instant.
@@ -78,6 +88,14 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::leased_semaphore") leased_semaphore : p
   /// expired, or an id that was never issued): nothing changes then. Throws
   /// errc::invalid_argument for an id that is not hex of whole 16-byte permits.
   bool release(std::string_view permit_id);
+  /// `release(permit_id)` without parking a thread: `done` runs once, on the client's I/O
+  /// thread, with `value` what `release` would have returned or the error it would have thrown.
+  /// Never throws; safe on the I/O thread. Do not block in `done`.
+  void release_async(std::string_view permit_id,
+                     std::function<void(call_result<bool>)> done) noexcept;
+  /// The same for a C++20 coroutine: `bool released = co_await sem.release_async(id);` (the id
+  /// is copied), with `call_awaitable`'s rules; throws as `release`.
+  [[nodiscard]] call_awaitable<bool> release_async(std::string_view permit_id);
   /// Free permits now, counting expired ones (which the next acquisition reclaims).
   std::int64_t available() const;
   /// Everything about it at one instant (expired permits not yet reclaimed are listed with a

@@ -15,6 +15,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
 
 namespace dlock {
@@ -117,6 +118,7 @@ struct acquire_wait {
   lease held;
   std::vector<reply> replies;
   multi_lease multi;
+  std::int64_t number = 0;     // a call's value (awaitable_factory)
   std::exception_ptr failure;  // an argument error, rethrown as it was thrown
   // The awaiting side's (the completion never touches them).
   acquire_handle handle;
@@ -230,6 +232,16 @@ multi_acquire_awaitable multi_lock::acquire_async(std::chrono::milliseconds wait
       acquire_awaitable(std::make_shared<detail::acquire_wait>(start, std::move(cancel))));
 }
 
+acquire_awaitable detail::awaitable_factory::awaitable(number_start start, std::stop_token stop) {
+  auto starter = [start = std::move(start)](const std::shared_ptr<acquire_wait>& state) {
+    return start([state](std::error_code ec, std::string message, std::int64_t number) {
+      state->number = number;
+      state->complete(ec, std::move(message));
+    });
+  };
+  return acquire_awaitable(std::make_shared<acquire_wait>(std::move(starter), std::move(stop)));
+}
+
 acquire_awaitable::acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept
     : state_(std::move(state)) {}
 
@@ -252,7 +264,7 @@ bool acquire_awaitable::await_ready() {
   auto& s = *state_;
   if (!s.stop.stop_requested()) return false;
   s.code = make_error_code(errc::cancelled);
-  s.message = "acquisition cancelled before it started";
+  s.message = "cancelled before it started";
   s.phase.store(detail::acquire_wait::completed, std::memory_order_relaxed);
   return true;
 }
@@ -262,7 +274,7 @@ bool acquire_awaitable::await_suspend(std::coroutine_handle<> awaiting) {
   using phase = detail::acquire_wait::phase_value;
   if (s.stop.stop_requested()) {  // stopped since await_ready: still nothing sent
     s.code = make_error_code(errc::cancelled);
-    s.message = "acquisition cancelled before it started";
+    s.message = "cancelled before it started";
     s.phase.store(phase::completed, std::memory_order_relaxed);
     return false;
   }
@@ -303,6 +315,11 @@ void acquire_awaitable::throw_if_failed() {
 lease acquire_awaitable::await_resume() {
   throw_if_failed();
   return std::move(state_->held);
+}
+
+std::int64_t acquire_awaitable::take_number() {
+  throw_if_failed();
+  return state_->number;
 }
 
 acquire_and_read_awaitable::acquire_and_read_awaitable(acquire_awaitable acquisition) noexcept

@@ -13,7 +13,9 @@
 #include "dlock/error.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/acquire_machine.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/one_call.hpp"
 
 namespace dlock {
 
@@ -34,15 +36,6 @@ const script& set_script() {
 const script& down_script() {
   static const script s{std::string(lua::latch_down)};
   return s;
-}
-
-// An error's own words: what() less the ": <the code's text>" std::system_error appends.
-std::string own_words(const error& e) {
-  std::string text = e.what();
-  const std::string suffix = ": " + e.code().message();
-  if (text.size() > suffix.size() && text.ends_with(suffix))
-    text.resize(text.size() - suffix.size());
-  return text;
 }
 
 // An error about the latch `name` from a call that failed with `ec`; `text` is the server's
@@ -71,8 +64,9 @@ std::int64_t count_of(const std::string& name, const reply& r) {
 
 // One wait, confined to the I/O thread from `start` on. It ends exactly once: reached (the "0"
 // message, or a check that finds no count), not reached (the deadline), failed (an error waiting
-// cannot fix), or closed (the client's teardown runs our on_close registration).
-class latch_wait : public std::enable_shared_from_this<latch_wait> {
+// cannot fix), cancelled (its acquire_handle), or closed (the client's teardown runs our on_close
+// registration).
+class latch_wait : public detail::cancellable {
  public:
   // `core` stays valid while the wait is unfinished: the core's destructor finishes it first
   // (on_close), and every handler here looks at `finished_` before touching the core.
@@ -88,7 +82,8 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
 
   // I/O thread, while the caller holds the core. `once`: a single check, no subscription.
   void start(bool once) {
-    closer_ = core_.on_close([self = shared_from_this()] {
+    if (finished_) return;  // cancelled before it started
+    closer_ = core_.on_close([self = self()] {
       self->finish({false, errc::client_closed,
                     "waiting for latch '" + self->name_ + "': the client was closed"});
     });
@@ -97,7 +92,7 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
       return;
     }
     auto& topo = core_.topo();
-    std::weak_ptr<latch_wait> weak = weak_from_this();
+    std::weak_ptr<latch_wait> weak = self();
     subscription_ = topo.subscribe(
         topo.nodes_for(channel_).front(), channel_,
         [weak](std::string_view, std::string_view message) {
@@ -114,19 +109,27 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
     check(false);
     if (deadline_ != steady::time_point::max()) {
       expiry_.expires_at(deadline_);
-      expiry_.async_wait([self = shared_from_this()](std::error_code ec) {
+      expiry_.async_wait([self = self()](std::error_code ec) {
         if (!ec) self->finish({});
       });
     }
     arm_recheck();
   }
 
+  void cancel() override {
+    finish({false, errc::cancelled, "waiting for latch '" + name_ + "': cancelled"});
+  }
+
  private:
+  std::shared_ptr<latch_wait> self() {
+    return std::static_pointer_cast<latch_wait>(shared_from_this());
+  }
+
   // A message can be lost (a reconnect, a server that drops pub/sub output): read the count
   // every max_recheck whatever happens.
   void arm_recheck() {
     recheck_.expires_after(core_.options().max_recheck);
-    recheck_.async_wait([self = shared_from_this()](std::error_code ec) {
+    recheck_.async_wait([self = self()](std::error_code ec) {
       if (ec || self->finished_) return;
       self->check(false);
       self->arm_recheck();
@@ -141,9 +144,7 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
     topo.eval(topo.nodes_for(name_).front(), down_script(), keys, args,
               steady::now() + core_.options().connection.command_timeout,
               detail::durability::master,
-              [self = shared_from_this(), last](std::error_code ec, reply r) {
-                self->on_count(last, ec, r);
-              });
+              [self = self(), last](std::error_code ec, reply r) { self->on_count(last, ec, r); });
   }
 
   void on_count(bool last, std::error_code ec, const reply& r) {
@@ -154,7 +155,8 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
       const bool passing =
           ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
       if (passing && !last) return;
-      finish({false, ec, own_words(latch_error(name_, ec, r.is_error() ? r.str() : ""))});
+      finish(
+          {false, ec, detail::bare_message(latch_error(name_, ec, r.is_error() ? r.str() : ""))});
       return;
     }
     try {
@@ -164,13 +166,13 @@ class latch_wait : public std::enable_shared_from_this<latch_wait> {
         finish({});
       }
     } catch (const error& e) {
-      finish({false, e.code(), own_words(e)});
+      finish({false, e.code(), detail::bare_message(e)});
     }
   }
 
   void finish(latch_wait_result result) {
     if (std::exchange(finished_, true)) return;
-    const auto keep = shared_from_this();  // forget_close may drop the last other reference
+    const auto keep = self();  // forget_close may drop the last other reference
     recheck_.cancel();
     expiry_.cancel();
     if (subscribed_) core_.topo().unsubscribe(subscription_);
@@ -211,19 +213,47 @@ void check_topology(lock_core& core, const std::string& name) {
   }
 }
 
-// One script call about the latch, waiting for the reply; errors name the latch.
-reply run(lock_core& core, const std::string& name, const script& s, std::string_view arg1,
-          std::string_view arg2) {
+// One script call about the latch; `done` gets `value(reply)` or the error, in the latch's
+// words. Throws errc::invalid_argument (check_topology), having sent nothing.
+template <class T, class Value>
+void run_async(lock_core& core, const std::string& name, const script& s, std::string_view arg1,
+               std::string_view arg2, Value value, detail::result_callback<T> done) {
   check_topology(core, name);
   const std::string channel = channel_of(name);
   const std::string_view keys[] = {name, channel};
   const std::string_view args[] = {arg1, arg2};
-  try {
-    return core.call(s, name, keys, args);
-  } catch (const error& e) {
-    if (e.code() == errc::invalid_argument) throw;  // on the I/O thread: says so already
-    throw latch_error(name, e.code(), own_words(e));
-  }
+  core.call_async(
+      s, name, keys, args,
+      detail::to_result<T>(std::move(value), [name, done = std::move(done)](call_result<T> r) {
+        if (r.error) {
+          r.message = detail::bare_message(latch_error(name, r.error, r.message));
+        }
+        detail::deliver(done, std::move(r));
+      }));
+}
+
+// The same, waiting for the outcome.
+template <class T, class Value>
+T run(lock_core& core, const std::string& name, const script& s, std::string_view arg1,
+      std::string_view arg2, Value value) {
+  return detail::wait_for_result<T>(core.io(), [&](detail::result_callback<T> done) {
+    run_async<T>(core, name, s, arg1, arg2, std::move(value), std::move(done));
+  });
+}
+
+// The script's integer reply; the count a 'read' returned.
+auto integer_of(const reply& r) {
+  return r.integer();
+}
+auto count_in(const std::string& name) {
+  return [name](const reply& r) { return count_of(name, r); };
+}
+
+// A count-down: the count left (0 once reached).
+void count_down_on(lock_core& core, const std::string& name,
+                   detail::result_callback<std::int64_t> done) {
+  run_async<std::int64_t>(core, name, down_script(), core.topo().publish_command(), "one",
+                          integer_of, std::move(done));
 }
 
 }  // namespace
@@ -235,45 +265,79 @@ bool countdown_latch::try_set_count(std::int64_t count) {
   if (count < 1) throw error(errc::invalid_argument, "a latch's count must be at least 1");
   const std::string value = std::to_string(count);
   // latch_set.lua takes the count first, the publish command second.
-  return run(*core_, name_, set_script(), value, core_->topo().publish_command()).integer() == 1;
+  return run<std::int64_t>(*core_, name_, set_script(), value, core_->topo().publish_command(),
+                           integer_of) == 1;
 }
 
 void countdown_latch::count_down() {
-  run(*core_, name_, down_script(), core_->topo().publish_command(), "one");
+  run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "one",
+                    integer_of);
+}
+
+void countdown_latch::count_down_async(
+    std::function<void(call_result<std::int64_t>)> done) const noexcept {
+  detail::start_or_report<std::int64_t>(
+      core_->io(), std::move(done),
+      [&](detail::result_callback<std::int64_t> d) { count_down_on(*core_, name_, std::move(d)); });
+}
+
+call_awaitable<std::int64_t> countdown_latch::count_down_async() const {
+  return detail::awaitable_factory::call<std::int64_t>(
+      [core = core_, name = name_](detail::result_callback<std::int64_t> done) {
+        count_down_on(*core, name, std::move(done));
+      });
 }
 
 bool countdown_latch::remove() {
-  return run(*core_, name_, down_script(), core_->topo().publish_command(), "all").integer() == 1;
+  return run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "all",
+                           integer_of) == 1;
 }
 
 std::int64_t countdown_latch::count() const {
-  return count_of(name_,
-                  run(*core_, name_, down_script(), core_->topo().publish_command(), "read"));
+  return run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "read",
+                           count_in(name_));
 }
 
-void countdown_latch::wait_async(std::chrono::milliseconds wait,
-                                 std::function<void(latch_wait_result)> done) const {
+acquire_handle countdown_latch::wait_async(std::chrono::milliseconds wait,
+                                           std::function<void(latch_wait_result)> done) const {
   const auto now = steady::now();
   const bool once = wait.count() <= 0;
   const auto deadline = once ? now : detail::saturating_add(now, wait);
   try {
     check_topology(*core_, name_);
   } catch (const error& e) {
-    core_->io().post([core = core_, done = std::move(done), ec = e.code(), what = own_words(e)] {
-      try {
-        done({false, ec, what});
-      } catch (...) {
-        // As for every user callback on the I/O thread.
-      }
-    });
-    return;
+    core_->io().post(
+        [core = core_, done = std::move(done), ec = e.code(), what = detail::bare_message(e)] {
+          try {
+            done({false, ec, what});
+          } catch (...) {
+            // As for every user callback on the I/O thread.
+          }
+        });
+    return {};
   }
-  // The posted work holds the core until the wait has registered with it (on_close): a client
-  // whose last handle goes meanwhile still ends the wait, with client_closed.
-  core_->io().post([core = core_, name = name_, done = std::move(done), deadline, once]() mutable {
-    auto w = std::make_shared<latch_wait>(*core, std::move(name), std::move(done), deadline);
-    w->start(once);
-  });
+  // Made here, so that the handle can reach it; it starts on the I/O thread, where a cancel
+  // posted through the handle can only come after the start. The posted start holds the core
+  // until the wait has registered with it (on_close): a client whose last handle goes meanwhile
+  // still ends the wait, with client_closed.
+  auto w = std::make_shared<latch_wait>(*core_, name_, std::move(done), deadline);
+  core_->io().post([core = core_, w, once] { w->start(once); });
+  return core_->handle_for(w);
+}
+
+call_awaitable<bool> countdown_latch::wait_async(std::chrono::milliseconds wait) const {
+  return wait_async(wait, std::stop_token{});
+}
+
+call_awaitable<bool> countdown_latch::wait_async(std::chrono::milliseconds wait,
+                                                 std::stop_token cancel) const {
+  return detail::awaitable_factory::call<bool>(
+      [latch = *this, wait](detail::result_callback<bool> done) {
+        return latch.wait_async(wait, [done = std::move(done)](latch_wait_result r) {
+          done({r.reached, r.error, std::move(r.message)});
+        });
+      },
+      std::move(cancel));
 }
 
 bool countdown_latch::wait_for(std::chrono::milliseconds wait) const {

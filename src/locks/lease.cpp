@@ -3,7 +3,9 @@
 
 #include "core/random.hpp"
 #include "dlock/error.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/one_call.hpp"
 
 namespace dlock {
 
@@ -98,6 +100,30 @@ bool lease::extend(std::chrono::milliseconds lease_time) {
                 "callback)");
   }
   return state_->core->extend(*state_, lease_time);
+}
+
+void lease::extend_async(std::chrono::milliseconds lease_time,
+                         std::function<void(call_result<bool>)> done) noexcept {
+  if (!state_) {
+    // No client to report through: at once, here.
+    detail::deliver<bool>(
+        done, {false, make_error_code(errc::lease_lost), "extend: the lease holds nothing"});
+    return;
+  }
+  detail::start_or_report<bool>(state_->core->io(), std::move(done),
+                                [&](detail::result_callback<bool> d) {
+                                  state_->core->extend_async(state_->g, lease_time, d);
+                                });
+}
+
+call_awaitable<bool> lease::extend_async(std::chrono::milliseconds lease_time) {
+  // The hold, weakly: a lease released before the co_await has nothing to extend.
+  return detail::awaitable_factory::call<bool>(
+      [hold = std::weak_ptr(state_), lease_time](detail::result_callback<bool> done) {
+        const auto s = hold.lock();
+        if (!s) throw error(errc::lease_lost, "extend: the lease holds nothing");
+        s->core->extend_async(s->g, lease_time, done);
+      });
 }
 
 }  // namespace dlock

@@ -253,23 +253,32 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
   return r;
 }
 
+void lock_core::call_async(const script& s, std::string_view key,
+                           std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args, net::reply_callback done) {
+  topology_->eval(topology_->nodes_for(key).front(), s, keys, args,
+                  steady::now() + options_.connection.command_timeout, durability::master,
+                  std::move(done));
+}
+
 reply lock_core::call(const script& s, std::string_view key, std::span<const std::string_view> keys,
                       std::span<const std::string_view> args) {
-  return wait_for_reply([&](net::reply_callback done) {
-    topology_->eval(topology_->nodes_for(key).front(), s, keys, args,
-                    steady::now() + options_.connection.command_timeout, durability::master,
-                    std::move(done));
-  });
+  return wait_for_reply(
+      [&](net::reply_callback done) { call_async(s, key, keys, args, std::move(done)); });
+}
+
+void refuse_blocking_on(net::io_thread& io) {
+  if (io.in_io_thread()) {
+    throw error(errc::invalid_argument,
+                "a synchronous call from the client's I/O thread (inside a callback) would wait "
+                "for itself; use the _async form there");
+  }
 }
 
 std::vector<std::pair<std::error_code, reply>> lock_core::call_each(
     const script& s, std::string_view key, std::span<const std::string_view> keys,
     std::span<const std::string_view> args) {
-  if (io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "a synchronous call from the client's I/O thread (inside a callback) would wait "
-                "for itself; use the _async form there");
-  }
+  refuse_blocking_on(io());
   const auto nodes = topology_->nodes_for(key);
   std::vector<one_shot<std::pair<std::error_code, reply>>> results(nodes.size());
   const auto deadline = steady::now() + options_.connection.command_timeout;
@@ -293,11 +302,7 @@ reply lock_core::command(std::string_view key, std::span<const std::string_view>
 }
 
 reply lock_core::wait_for_reply(const std::function<void(net::reply_callback)>& send) {
-  if (io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "a synchronous call from the client's I/O thread (inside a callback) would wait "
-                "for itself; use the _async form there");
-  }
+  refuse_blocking_on(io());
   one_shot<std::pair<std::error_code, reply>> result;
   send([&result](std::error_code ec, reply r) { result.put({ec, std::move(r)}); });
   auto [ec, r] = result.take();

@@ -69,6 +69,10 @@ acquire_handle start_multi_acquisition(lock_core& core, const std::vector<std::s
 /// `e`'s message without the code's own text, which error::what() appends (async.cpp).
 std::string bare_message(const error& e);
 
+/// Throws errc::invalid_argument on `io`'s own thread, where a blocking call would wait for
+/// itself (lock_core.cpp).
+void refuse_blocking_on(net::io_thread& io);
+
 /// An error from starting an acquisition with a callback, reported as every outcome is: through
 /// `done`, on the I/O thread, never from the starting call.
 template <class Result, class Callback>
@@ -142,12 +146,23 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Releases one hold without waiting; `done` (may be empty) learns the outcome on the I/O
   /// thread, or inline if the hold was already lost.
   void release_async(lease_state& hold, std::function<void(release_outcome)> done) noexcept;
-  /// Extends a hold's grant to `lease_time` from now.
+  /// Extends a hold's grant `g` to `lease_time` from now without waiting (lease::extend_async):
+  /// `done` runs once, on the I/O thread, with true (extended), false (no longer held: the hold
+  /// is lost, its on_lost run) or the error. Throws errc::invalid_argument (a non-positive time,
+  /// a kind without a lease) or errc::lease_lost (lost already), having sent nothing and left
+  /// `done` alone.
+  void extend_async(const std::shared_ptr<grant>& g, std::chrono::milliseconds lease_time,
+                    std::function<void(call_result<bool>)>& done);
+  /// The same, waiting for the outcome; throws its errors.
   bool extend(lease_state& hold, std::chrono::milliseconds lease_time);
   /// Waits, until `until` at the latest, for every release sent without waiting (a lease's
   /// destructor, release_async) to be answered. Not on the I/O thread, which answers them.
   void drain_releases(steady::time_point until) noexcept;
-  /// Runs one script call on the node that serves `key`, waiting for the reply (introspection).
+  /// Runs one script call on the node that serves `key`; `done` gets the reply on the I/O thread.
+  void call_async(const script& s, std::string_view key, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> args, net::reply_callback done);
+  /// The same, waiting for the reply. Throws dlock::error with the server's text, or
+  /// errc::invalid_argument on the I/O thread.
   reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
              std::span<const std::string_view> args);
   /// Runs one script call on every node that serves `key` (RedLock: every master) at once,

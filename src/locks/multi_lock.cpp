@@ -81,7 +81,7 @@ class multi_acquisition final : public detail::cancellable {
     in_one_call_ = true;
     detail::send_one_call(
         core_, hs_, o_, owner_, lease_time_, until,
-        [self = self()](detail::call_result r) { self->after_one_call(std::move(r)); });
+        [self = self()](detail::one_call_result r) { self->after_one_call(std::move(r)); });
   }
 
   void cancel() override {
@@ -104,8 +104,8 @@ class multi_acquisition final : public detail::cancellable {
                    "acquiring locks " + detail::names_phrase(hs_) + ": cancelled");
   }
 
-  void after_one_call(detail::call_result r) {
-    using end = detail::call_result::end;
+  void after_one_call(detail::one_call_result r) {
+    using end = detail::one_call_result::end;
     in_one_call_ = false;
     if (finished_) return release_all(r.holds);  // cancelled meanwhile
     if (r.what == end::granted) return finish({multi_lease(std::move(r.holds)), {}, {}});

@@ -98,10 +98,10 @@ void drop_uncertain(lock_core& core, const multi_handles& hs, const std::string&
 
 // Builds the outcome from the script's reply, on the I/O thread (adopt_grant may run on_lost
 // callbacks, which belong there).
-call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::string& owner,
-                          const lease_options& o, std::chrono::milliseconds lease_time,
-                          std::error_code ec, const reply& r, steady::time_point sent_at) {
-  call_result out;
+one_call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::string& owner,
+                              const lease_options& o, std::chrono::milliseconds lease_time,
+                              std::error_code ec, const reply& r, steady::time_point sent_at) {
+  one_call_result out;
   const auto& kind = reentrant_kind();
   auto call_on = [&](const lock_handle& h) {
     const auto node = core.topo().nodes_for(h.names->name).front();
@@ -113,7 +113,7 @@ call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::s
     // else. Undone, not handed out: each re-entry gives back its count, each new grant goes.
     const auto grants = decode_grants(r, hs.size());
     if (grants.empty()) {
-      out.what = call_result::end::busy;  // nothing was written; the WAIT was moot
+      out.what = one_call_result::end::busy;  // nothing was written; the WAIT was moot
       return out;
     }
     for (std::size_t i = 0; i < grants.size(); ++i) {
@@ -123,7 +123,7 @@ call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::s
         kind.drop(call_on(*hs[i]), [](std::error_code, reply) {});
       }
     }
-    out.what = call_result::end::retry;
+    out.what = one_call_result::end::retry;
     out.ec = errc::not_replicated;
     out.message = "locks " + names_phrase(hs) + " were granted, but fewer than " +
                   std::to_string(core.options().min_replica_acks) +
@@ -136,7 +136,7 @@ call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::s
     if (ec == errc::timeout || ec == errc::connection_lost) drop_uncertain(core, hs, owner);
     const bool transient =
         ec == errc::timeout || ec == errc::connection_lost || ec == errc::server_busy;
-    out.what = transient ? call_result::end::retry : call_result::end::failed;
+    out.what = transient ? one_call_result::end::retry : one_call_result::end::failed;
     out.ec = ec;
     if (ec == errc::wrong_type && r.is_error()) {
       out.message = wrong_type_message(hs, r);
@@ -148,7 +148,7 @@ call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::s
   }
   if (r.is_array() && r.elements().size() == 3 && r.elements()[0].is_integer() &&
       r.elements()[0].integer() == 0) {
-    out.what = call_result::end::busy;
+    out.what = one_call_result::end::busy;
     return out;
   }
   const auto grants = decode_grants(r, hs.size());
@@ -166,7 +166,7 @@ call_result on_call_reply(lock_core& core, const multi_handles& hs, const std::s
       born_dead = true;  // undone by adopt_grant; the others are given back by the caller
     }
   }
-  out.what = born_dead ? call_result::end::retry : call_result::end::granted;
+  out.what = born_dead ? one_call_result::end::retry : one_call_result::end::granted;
   return out;
 }
 
@@ -193,7 +193,7 @@ bool one_call_reaches(lock_core& core, const multi_handles& hs) {
 
 void send_one_call(lock_core& core, const multi_handles& hs, const lease_options& o,
                    const std::string& owner, std::chrono::milliseconds lease_time,
-                   steady::time_point until, std::function<void(call_result)> done) {
+                   steady::time_point until, std::function<void(one_call_result)> done) {
   std::vector<std::string_view> keys;
   keys.reserve(2 * hs.size());
   for (const auto& h : hs) {
@@ -210,7 +210,7 @@ void send_one_call(lock_core& core, const multi_handles& hs, const lease_options
             [&core, &hs, &o, &owner, lease_time, sent_at, done = std::move(done)](
                 std::error_code ec, reply r) {
               // A result must always be handed over: an acquisition waits for it.
-              call_result out;
+              one_call_result out;
               try {
                 out = on_call_reply(core, hs, owner, o, lease_time, ec, r, sent_at);
               } catch (const error& e) {

@@ -31,7 +31,7 @@ std::string names_phrase(const multi_handles& hs);
 bool one_call_reaches(lock_core& core, const multi_handles& hs);
 
 /// How the one call went.
-struct call_result {
+struct one_call_result {
   enum class end {
     granted,  // `holds` has every name
     busy,     // a name is held elsewhere; nothing was taken
@@ -48,6 +48,6 @@ struct call_result {
 /// outlive `done` (which may own them). Any thread.
 void send_one_call(lock_core& core, const multi_handles& hs, const lease_options& o,
                    const std::string& owner, std::chrono::milliseconds lease_time,
-                   steady::time_point until, std::function<void(call_result)> done);
+                   steady::time_point until, std::function<void(one_call_result)> done);
 
 }  // namespace dlock::detail

@@ -112,9 +112,9 @@ void lock_core::drain_releases(steady::time_point until) noexcept {
   drained_.wait_until(lock, until, [this] { return releases_in_flight_.load() == 0; });
 }
 
-bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
+void lock_core::extend_async(const std::shared_ptr<grant>& g, milliseconds lease_time,
+                             std::function<void(call_result<bool>)>& done) {
   if (lease_time <= 0ms) throw error(errc::invalid_argument, "lease_time must be positive");
-  const auto g = hold.g;
   if (!g->kind.leased()) {
     throw error(errc::invalid_argument,
                 "a " + std::string(g->kind.name()) + "'s permits have no lease to extend");
@@ -124,29 +124,51 @@ bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
   }
   const renewal_item item{&g->names->name, &g->owner, lease_time};
   const auto sent_at = steady::now();
-  one_shot<std::pair<std::error_code, reply>> result;
   const auto c = call_for(*g->names, g->owner, lease_time);
-  g->kind.renew(c.topo, c.node, std::span(&item, 1), c.deadline,
-                [&result](std::error_code ec, reply r) {
-                  result.put({ec, std::move(r)});
-                });
-  auto [ec, r] = result.take();
-  if (ec) throw error(ec, r.is_error() ? r.str() : "extending '" + g->names->name + "'");
-  if (r.at(0).integer() == renewal_undecided) {
-    throw error(errc::connection_lost, "extending '" + g->names->name +
-                                           "': too few RedLock masters answered to tell whether "
-                                           "a majority still holds it");
-  }
-  if (r.at(0).integer() != 1) {
-    lose(g, lease_lost_reason::not_held);
-    return false;
-  }
-  if (grants_.extended(*g, validity_end(sent_at, lease_time), lease_time)) {
-    io().post([weak = weak_from_this()] {
-      if (auto self = weak.lock()) self->arm_expiry_check();
-    });
-  }
-  return true;
+  // `self` is not an owner, for the reason given at lock_core::op: the topology answers every
+  // call in flight before the core goes.
+  auto on_reply = [self = this, g, lease_time, sent_at, done = std::move(done)](std::error_code ec,
+                                                                                reply r) {
+    call_result<bool> result;
+    const auto& name = g->names->name;
+    try {
+      if (ec) {
+        result.error = ec;
+        result.message = r.is_error() ? r.str() : "extending '" + name + "'";
+      } else if (r.at(0).integer() == renewal_undecided) {
+        result.error = make_error_code(errc::connection_lost);
+        result.message = "extending '" + name +
+                         "': too few RedLock masters answered to tell whether a majority still "
+                         "holds it";
+      } else if (r.at(0).integer() != 1) {
+        self->lose(g, lease_lost_reason::not_held);
+      } else {
+        result.value = true;
+        if (self->grants_.extended(*g, self->validity_end(sent_at, lease_time), lease_time)) {
+          self->arm_expiry_check();
+        }
+      }
+    } catch (const error& e) {  // a reply of the wrong shape
+      result = {false, e.code(), bare_message(e)};
+    }
+    try {
+      done(std::move(result));
+    } catch (...) {
+      // User callbacks run on the I/O thread; nothing may escape into it.
+    }
+  };
+  g->kind.renew(c.topo, c.node, std::span(&item, 1), c.deadline, std::move(on_reply));
+}
+
+bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
+  one_shot<call_result<bool>> result;
+  std::function<void(call_result<bool>)> done = [&result](call_result<bool> r) {
+    result.put(std::move(r));
+  };
+  extend_async(hold.g, lease_time, done);
+  auto r = result.take();
+  if (r.error) throw error(r.error, r.message);
+  return r.value;
 }
 
 lock_core::queue::release_note lock_core::before_release(const std::string& channel) {

@@ -7,7 +7,9 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/one_call.hpp"
 
 namespace dlock {
 
@@ -35,14 +37,34 @@ void refuse_redlock(const detail::lock_handle& h) {
   }
 }
 
-// Sets (`set`: only if absent) or adds to the free count, telling waiters. True if it changed.
-bool change_permits(const detail::lock_handle& h, std::int64_t permits, std::string_view how) {
+// Sets (`set`: only if absent) or adds to the free count, telling waiters; `done` learns whether
+// it changed. Throws errc::invalid_argument over RedLock, having sent nothing.
+void change_permits(const detail::lock_handle& h, std::int64_t permits, std::string_view how,
+                    detail::result_callback<bool> done) {
   refuse_redlock(h);
   const auto& n = *h.names;
   const std::string count = std::to_string(permits);
   const std::string_view keys[] = {n.name, n.channel};
   const std::string_view args[] = {count, h.core->topo().publish_command(), how};
-  return h.core->call(release_script(), n.name, keys, args).integer() >= 1;
+  h.core->call_async(
+      release_script(), n.name, keys, args,
+      detail::to_result<bool>([](const reply& r) { return r.integer() >= 1; }, std::move(done)));
+}
+
+bool change_permits(const detail::lock_handle& h, std::int64_t permits, std::string_view how) {
+  return detail::wait_for_result<bool>(h.core->io(), [&](detail::result_callback<bool> done) {
+    change_permits(h, permits, how, std::move(done));
+  });
+}
+
+// Gives back `permits` permits (Redisson's release: anyone may). Throws errc::invalid_argument
+// for fewer than one, or over RedLock, having sent nothing.
+void give_back(const detail::lock_handle& h, std::int64_t permits,
+               detail::result_callback<void> done) {
+  if (permits < 1) throw error(errc::invalid_argument, "release at least one permit");
+  change_permits(h, permits, "add", [done = std::move(done)](call_result<bool> r) {
+    detail::deliver<void>(done, {r.error, std::move(r.message)});
+  });
 }
 
 semaphore_info read_info(const detail::lock_handle& h) {
@@ -70,6 +92,26 @@ semaphore_info read_info(const detail::lock_handle& h) {
   return info;
 }
 
+// Releases the permits whose ids `permit_id` holds (hex), from any process; `done` learns whether
+// they were held. Throws errc::invalid_argument for an id that is not whole permits in hex, or
+// over RedLock, having sent nothing.
+void release_by_id(const detail::lock_handle& h, std::string_view permit_id,
+                   detail::result_callback<bool> done) {
+  const auto ids = detail::from_hex(permit_id);
+  if (!ids || ids->empty() || ids->size() % 16 != 0) {
+    throw error(errc::invalid_argument,
+                "a permit id is 32 hex digits per permit, as lease::permit_id() gives it");
+  }
+  refuse_redlock(h);
+  static const script release{std::string(lua::leased_release)};
+  const auto& n = *h.names;
+  const std::string_view keys[] = {n.name, n.aux_key1, n.channel};
+  const std::string_view args[] = {*ids, h.core->topo().publish_command()};
+  h.core->call_async(
+      release, n.name, keys, args,
+      detail::to_result<bool>([](const reply& r) { return r.is_integer(); }, std::move(done)));
+}
+
 void require_count(std::int64_t permits, bool allow_negative) {
   if (permits < 0 && !allow_negative) {
     throw error(errc::invalid_argument, "a permit count cannot be negative");
@@ -91,8 +133,23 @@ void semaphore::add_permits(std::int64_t permits) {
 }
 
 void semaphore::release(std::int64_t permits) {
-  if (permits < 1) throw error(errc::invalid_argument, "release at least one permit");
-  change_permits(*handle_, permits, "add");
+  detail::wait_for_result<void>(handle_->core->io(), [&](detail::result_callback<void> done) {
+    give_back(*handle_, permits, std::move(done));
+  });
+}
+
+void semaphore::release_async(std::int64_t permits,
+                              std::function<void(call_result<void>)> done) noexcept {
+  detail::start_or_report<void>(
+      handle_->core->io(), std::move(done),
+      [&](detail::result_callback<void> d) { give_back(*handle_, permits, std::move(d)); });
+}
+
+call_awaitable<void> semaphore::release_async(std::int64_t permits) {
+  return detail::awaitable_factory::call<void>(
+      [h = handle_, permits](detail::result_callback<void> done) {
+        give_back(*h, permits, std::move(done));
+      });
 }
 
 std::int64_t semaphore::available() const {
@@ -116,17 +173,24 @@ void leased_semaphore::add_permits(std::int64_t permits) {
 }
 
 bool leased_semaphore::release(std::string_view permit_id) {
-  const auto ids = detail::from_hex(permit_id);
-  if (!ids || ids->empty() || ids->size() % 16 != 0) {
-    throw error(errc::invalid_argument,
-                "a permit id is 32 hex digits per permit, as lease::permit_id() gives it");
-  }
-  refuse_redlock(*handle_);
-  static const script release{std::string(lua::leased_release)};
-  const auto& n = *handle_->names;
-  const std::string_view keys[] = {n.name, n.aux_key1, n.channel};
-  const std::string_view args[] = {*ids, handle_->core->topo().publish_command()};
-  return handle_->core->call(release, n.name, keys, args).is_integer();
+  return detail::wait_for_result<bool>(handle_->core->io(),
+                                       [&](detail::result_callback<bool> done) {
+                                         release_by_id(*handle_, permit_id, std::move(done));
+                                       });
+}
+
+void leased_semaphore::release_async(std::string_view permit_id,
+                                     std::function<void(call_result<bool>)> done) noexcept {
+  detail::start_or_report<bool>(
+      handle_->core->io(), std::move(done),
+      [&](detail::result_callback<bool> d) { release_by_id(*handle_, permit_id, std::move(d)); });
+}
+
+call_awaitable<bool> leased_semaphore::release_async(std::string_view permit_id) {
+  return detail::awaitable_factory::call<bool>(
+      [h = handle_, id = std::string(permit_id)](detail::result_callback<bool> done) {
+        release_by_id(*h, id, std::move(done));
+      });
 }
 
 std::int64_t leased_semaphore::available() const {

@@ -1,0 +1,85 @@
+// Calls that take one round trip (a latch's count-down, a semaphore's release, ...) in both
+// forms: started with a callback that gets a call_result<T> on the I/O thread, or waited for by
+// the blocking form, which throws what the result carries. One path, so the two cannot differ.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "core/one_shot.hpp"
+#include "dlock/async.hpp"
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"
+#include "locks/lock_core.hpp"
+#include "net/io_thread.hpp"
+
+namespace dlock::detail {
+
+template <class T>
+using result_callback = std::function<void(call_result<T>)>;
+
+/// Runs `done(r)`: a user's callback on the I/O thread, where nothing may escape.
+template <class T>
+void deliver(const result_callback<T>& done, call_result<T> r) noexcept {
+  try {
+    done(std::move(r));
+  } catch (...) {
+  }
+}
+
+/// A reply callback that hands `done` the call's outcome: `value(reply)` (which may throw
+/// dlock::error for a reply it cannot read) if it succeeded, else the error with the server's
+/// own words (or the code's).
+template <class T, class Value>
+auto to_result(Value value, result_callback<T> done) {
+  return [value = std::move(value), done = std::move(done)](std::error_code ec, const reply& r) {
+    call_result<T> out;
+    if (ec) {
+      out.error = ec;
+      out.message = r.is_error() ? r.str() : ec.message();
+    } else {
+      try {
+        if constexpr (std::is_void_v<T>) {
+          value(r);
+        } else {
+          out.value = value(r);
+        }
+      } catch (const error& e) {
+        out.error = e.code();
+        out.message = bare_message(e);
+      }
+    }
+    deliver(done, std::move(out));
+  };
+}
+
+/// The callback form: starts the call with `start(done)` and reports an error it throws (having
+/// sent nothing) as every outcome is reported: through `done`, on `io`'s thread. Never throws.
+template <class T, class Start>
+void start_or_report(net::io_thread& io, result_callback<T> done, Start start) noexcept {
+  try {
+    try {
+      start(done);
+    } catch (const error& e) {
+      report_on_io_thread<call_result<T>>(io, std::move(done), e);
+    }
+  } catch (...) {
+    // No memory to report with: nothing may escape a call that never throws.
+  }
+}
+
+/// The blocking form: starts the call with `start(done)` and waits for it; returns its value or
+/// throws its error. Throws errc::invalid_argument on the I/O thread, which would wait for itself.
+template <class T, class Start>
+T wait_for_result(net::io_thread& io, Start start) {
+  refuse_blocking_on(io);
+  one_shot<call_result<T>> result;
+  start(result_callback<T>([&result](call_result<T> r) { result.put(std::move(r)); }));
+  auto r = result.take();
+  if (r.error) throw error(r.error, r.message);
+  if constexpr (!std::is_void_v<T>) return std::move(r.value);
+}
+
+}  // namespace dlock::detail
