@@ -47,6 +47,7 @@
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "dlock/semaphore.hpp"
 
 namespace dlock {
@@ -257,6 +258,22 @@ struct initiate_release {
   }
 };
 
+struct initiate_upgrade {
+  read_lock lock;      // as initiate_acquire's
+  const lease* reads;  // the caller's read hold, looked at only while initiating
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds wait) {
+    using operation = asio_operation<std::decay_t<Handler>>;
+    start_cancellable(std::decay_t<Handler>(std::forward<Handler>(handler)),
+                      [&](std::shared_ptr<operation> op) {
+                        return lock.upgrade_async(*reads, wait, [op](acquire_result r) {
+                          operation::complete(op, asio_code(r.error), std::move(r.held));
+                        });
+                      });
+  }
+};
+
 struct initiate_latch_wait {
   countdown_latch latch;  // as initiate_acquire's lock
 
@@ -441,6 +458,20 @@ template <class CompletionToken>
 auto async_release(lease& held, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
       detail::initiate_release{}, token, std::move(held));
+}
+
+/// Upgrades the read hold `read_hold` of `lock` to a write hold, as `read_lock::upgrade` does,
+/// as an asio asynchronous operation; completion signature `void(std::error_code, dlock::lease)`
+/// (empty: the other readers did not leave within `wait`). Errors (upgrade_conflict for a second
+/// upgrader, invalid_argument for a hold that is not a live read hold of this lock), where the
+/// handler runs and cancellation through the handler's slot are as `async_acquire`'s.
+/// `read_hold` is looked at only while the operation is initiated (at once, except with a
+/// deferred token): keep it alive until then.
+template <class CompletionToken>
+auto async_upgrade(const read_lock& lock, const lease& read_hold, std::chrono::milliseconds wait,
+                   CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, lease)>(
+      detail::initiate_upgrade{lock, &read_hold}, token, wait);
 }
 
 /// Waits up to `wait` for `latch` to reach 0, as `countdown_latch::wait_for` does, as an asio

@@ -31,6 +31,7 @@ namespace net {
 class io_thread;
 }  // namespace net
 class lease;
+class read_lock;
 struct lease_and_reads;
 class acquire_and_read_awaitable;
 class multi_acquire_awaitable;
@@ -106,6 +107,7 @@ class DLOCK_API acquire_awaitable {
  private:
   friend class basic_lock;
   friend class multi_lock;
+  friend class read_lock;
   friend class acquire_and_read_awaitable;
   friend class multi_acquire_awaitable;
   template <class T>

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <memory>
+#include <stop_token>
 #include <string>
 
+#include "dlock/async.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 
@@ -34,6 +36,22 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::read_lock") read_lock : public basic_lo
   /// errc::upgrade_conflict at once, never deadlocks. Throws errc::invalid_argument if
   /// `read_hold` is not a live read hold of this lock, and as `try_acquire` otherwise.
   lease upgrade(const lease& read_hold, std::chrono::milliseconds wait);
+  /// `upgrade` without parking a thread: returns at once; `done` runs once, on the client's I/O
+  /// thread, with the write lease (empty: the wait ended first), or the error `upgrade` would
+  /// have thrown (errc::upgrade_conflict, errc::invalid_argument, ...). Never throws. The handle
+  /// cancels it (errc::cancelled; the upgrade's place is handed back and new readers go on).
+  /// `read_hold` is only looked at during this call.
+  acquire_handle upgrade_async(const lease& read_hold, std::chrono::milliseconds wait,
+                               acquire_callback done);
+  /// The same for a C++20 coroutine: `dlock::lease w = co_await reads.upgrade_async(r, 10s);`,
+  /// with `acquire_awaitable`'s rules (it starts when awaited; the coroutine continues on the I/O
+  /// thread; a stop token cancels it). It refers to the read hold, not to the `lease` object: a
+  /// hold released before the `co_await` makes it throw errc::invalid_argument.
+  [[nodiscard]] acquire_awaitable upgrade_async(const lease& read_hold,
+                                                std::chrono::milliseconds wait);
+  [[nodiscard]] acquire_awaitable upgrade_async(const lease& read_hold,
+                                                std::chrono::milliseconds wait,
+                                                std::stop_token cancel);
 
  private:
   friend class read_write_lock;

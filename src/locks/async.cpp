@@ -15,6 +15,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
 
@@ -204,6 +205,24 @@ acquire_and_read_awaitable basic_lock::acquire_and_read_async(
   };
   return acquire_and_read_awaitable(
       acquire_awaitable(std::make_shared<detail::acquire_wait>(start, std::move(cancel))));
+}
+
+acquire_awaitable read_lock::upgrade_async(const lease& read_hold, std::chrono::milliseconds wait) {
+  return upgrade_async(read_hold, wait, std::stop_token{});
+}
+
+acquire_awaitable read_lock::upgrade_async(const lease& read_hold, std::chrono::milliseconds wait,
+                                           std::stop_token cancel) {
+  // The read hold, weakly: one released before the co_await has nothing to upgrade.
+  auto start = [reads = handle_, hold = std::weak_ptr(detail::lease_state::of(read_hold)),
+                wait](const std::shared_ptr<detail::acquire_wait>& state) {
+    acquire_callback done = [state](acquire_result r) {
+      state->held = std::move(r.held);
+      state->complete(r.error, std::move(r.message));
+    };
+    return detail::start_upgrade(*reads, hold.lock(), wait, done);
+  };
+  return acquire_awaitable(std::make_shared<detail::acquire_wait>(start, std::move(cancel)));
 }
 
 multi_acquire_awaitable multi_lock::acquire_async(std::chrono::milliseconds wait) {

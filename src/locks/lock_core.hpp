@@ -66,6 +66,13 @@ acquire_handle start_multi_acquisition(lock_core& core, const std::vector<std::s
                                        lease_options o, acquire_limits limits,
                                        multi_acquire_callback& done);
 
+/// Starts the upgrade of the read hold `hold` of `reads`' lock to a write hold, waiting up to
+/// `wait`; `done` runs once, on the I/O thread. Throws errc::invalid_argument unless `hold` is a
+/// live read hold of that lock through its client, having sent nothing and left `done` alone
+/// (read_write_lock.cpp).
+acquire_handle start_upgrade(const lock_handle& reads, const std::shared_ptr<lease_state>& hold,
+                             std::chrono::milliseconds wait, acquire_callback& done);
+
 /// `e`'s message without the code's own text, which error::what() appends (async.cpp).
 std::string bare_message(const error& e);
 
