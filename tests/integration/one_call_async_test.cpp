@@ -63,15 +63,6 @@ static_assert(one_call_overloads<lease, semaphore, leased_semaphore, countdown_l
 template <class T>
 using called = called_back<call_result<T>>;
 
-/// The value of `f`; fails the test, instead of hanging it, if it has not come within 30 s.
-template <class T>
-T settle(std::future<T> f) {
-  if (f.wait_for(30s) != std::future_status::ready) {
-    throw std::runtime_error("not completed within 30 s");
-  }
-  return f.get();
-}
-
 // The coroutines below are lambdas held in a named variable: a coroutine's frame reaches the
 // lambda's captures through the closure, which must outlive every suspension.
 

@@ -32,14 +32,6 @@ class UpgradeAsync : public redis_test {
     out.append(key("u")).append("}:write_intent");
     return out;
   }
-  /// The value of `f`; fails the test, instead of hanging it, if it has not come within 30 s.
-  template <class T>
-  static T settle(std::future<T> f) {
-    if (f.wait_for(30s) != std::future_status::ready) {
-      throw std::runtime_error("not completed within 30 s");
-    }
-    return f.get();
-  }
 };
 
 TEST_F(UpgradeAsync, ACallbackUpgradeWaitsForTheOtherReaderAndARivalIsRefused) {

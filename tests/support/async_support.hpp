@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <stdexcept>
 #include <utility>
 
 #include "dlock/dlock.hpp"
@@ -25,6 +26,16 @@ struct spawned {
     void unhandled_exception() noexcept { std::terminate(); }
   };
 };
+
+/// The value of `f`; fails the test (by throwing), instead of hanging it, if it has not come
+/// within 30 s.
+template <class T>
+T settle(std::future<T> f) {
+  if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    throw std::runtime_error("not completed within 30 s");
+  }
+  return f.get();
+}
 
 /// Spins for `d`: lands a cancellation or a release at a chosen instant of a hand-off, finer
 /// than a sleep can.
