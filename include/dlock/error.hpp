@@ -56,9 +56,9 @@ enum class errc : int {
   /// one may, or two upgraders would each wait for the other's read hold forever). Release the
   /// read hold and take the write lock afresh.
   upgrade_conflict,
-  /// The caller cancelled an asynchronous acquisition before it completed (`acquire_handle::
-  /// cancel`, a coroutine's `std::stop_token`). Nothing is held: a grant that was on its way
-  /// back when the cancellation came is undone on the server.
+  /// The caller cancelled an asynchronous acquisition, or a latch's wait, before it completed
+  /// (`acquire_handle::cancel`, a coroutine's `std::stop_token`). Nothing is held: a grant that
+  /// was on its way back when the cancellation came is undone on the server.
   cancelled,
 };
 
