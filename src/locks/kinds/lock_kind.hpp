@@ -109,11 +109,11 @@ class lock_kind {
 
   /// The keys and channels of the lock `name` for this kind.
   virtual std::shared_ptr<const lock_names> names_of(std::string name,
-                                                      const std::string& fence_counter) const;
+                                                     const std::string& fence_counter) const;
   /// The names one acquisition by `owner` uses: `names` itself, or (a fair lock) with the
   /// owner's own wake-up channel.
   virtual std::shared_ptr<const lock_names> names_for(std::shared_ptr<const lock_names> names,
-                                                       const std::string& owner) const {
+                                                      const std::string& owner) const {
     (void)owner;
     return names;
   }
