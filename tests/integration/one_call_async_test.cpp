@@ -390,8 +390,8 @@ TEST_F(OneCallAsync, AnAwaitedLatchWaitEndsFalseAtItsDeadlineAndThrowsCancelledO
   std::promise<std::error_code> cancelled;
   auto wait_until_stopped = [&]() -> spawned {
     try {
-      // Built in a statement of its own: GCC 12 destroys a co_await expression's class-type
-      // temporaries twice (docs/library.md).
+      // Built in a statement of its own, as docs/library.md advises for arguments made inside
+      // a co_await with GCC 12.
       auto waiting = latch.wait_async(std::chrono::milliseconds::max(), stop.get_token());
       (void)co_await waiting;
       cancelled.set_value({});
