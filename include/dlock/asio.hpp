@@ -1,12 +1,12 @@
 // dlock/asio.hpp — dlock's acquisitions (a lock, a lock with reads under it, a multi-lock), a
-// latch's wait, and the calls that take one round trip (releases, a lease's extension, a
-// semaphore's release, a latch's count-down) as asio asynchronous operations: any completion
-// token (a callback,
-// asio::use_awaitable, asio::deferred, asio::use_future, ...), completions on the handler's
-// executor, per-operation cancellation through the handler's cancellation slot. Optional: the one
-// dlock header that includes asio (standalone asio,
-// `<asio/...>`, 1.22 or newer: Debian's libasio-dev); dlock/dlock.hpp does not include it, and
-// nothing in the dlock library depends on it.
+// latch's wait, the calls that take one round trip (releases, a lease's extension, a
+// semaphore's release, a latch's count-down) and those that look at or set up a lock, a
+// semaphore or a latch (info, is_locked, force_unlock, try_set_permits, count, ...) as asio
+// asynchronous operations: any completion token (a callback, asio::use_awaitable,
+// asio::deferred, asio::use_future, ...), completions on the handler's executor, per-operation
+// cancellation through the handler's cancellation slot. Optional: the one dlock header that
+// includes asio (standalone asio, `<asio/...>`, 1.22 or newer: Debian's libasio-dev);
+// dlock/dlock.hpp does not include it, and nothing in the dlock library depends on it.
 //
 //   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
 //     dlock::lease held = co_await dlock::async_acquire(lock, 10s, asio::use_awaitable);
@@ -353,6 +353,35 @@ struct initiate_count_down {
   }
 };
 
+/// The initiation of a call that takes one round trip, started by `start(done)` (a copy of the
+/// object the call is made on, calling its callback form).
+template <class T, class Start>
+struct initiate_call {
+  Start start;
+
+  template <class Handler>
+  void operator()(Handler&& handler) {
+    start_call<T>(std::forward<Handler>(handler), start);
+  }
+};
+
+/// `asio::async_initiate` for such a call: completion signature `void(std::error_code, T)`, or
+/// `void(std::error_code)` for void.
+template <class T>
+struct call_signature {
+  using type = void(std::error_code, T);
+};
+template <>
+struct call_signature<void> {
+  using type = void(std::error_code);
+};
+
+template <class T, class CompletionToken, class Start>
+auto async_call(Start start, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, typename call_signature<T>::type>(
+      initiate_call<T, Start>{std::move(start)}, token);
+}
+
 }  // namespace detail
 
 /// Acquires `lock` as an asio asynchronous operation; completion signature
@@ -527,6 +556,95 @@ template <class CompletionToken>
 auto async_extend(lease& held, std::chrono::milliseconds lease_time, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
       detail::initiate_extend{&held}, token, lease_time);
+}
+
+// ---- Looking and setting up: each as its blocking form, as an asio operation. Errors (the
+// blocking form's, as `dlock::errc` codes) and where the handler runs are as `async_acquire`'s;
+// none can be cancelled (each ends within the client's command timeout). The object is copied.
+
+/// `basic_lock::is_locked`; completion signature `void(std::error_code, bool locked)`.
+template <class CompletionToken>
+auto async_is_locked(const basic_lock& lock, CompletionToken&& token) {
+  return detail::async_call<bool>([lock](auto done) { lock.is_locked_async(std::move(done)); },
+                                  std::forward<CompletionToken>(token));
+}
+
+/// `basic_lock::info`; completion signature `void(std::error_code, dlock::lock_info)`.
+template <class CompletionToken>
+auto async_info(const basic_lock& lock, CompletionToken&& token) {
+  return detail::async_call<lock_info>([lock](auto done) { lock.info_async(std::move(done)); },
+                                       std::forward<CompletionToken>(token));
+}
+
+/// `basic_lock::force_unlock(check)`; completion signature `void(std::error_code,
+/// dlock::lock_info removed)`.
+template <class CompletionToken>
+auto async_force_unlock(const basic_lock& lock, force_unlock_check check, CompletionToken&& token) {
+  return detail::async_call<lock_info>(
+      [lock, check](auto done) { lock.force_unlock_async(check, std::move(done)); },
+      std::forward<CompletionToken>(token));
+}
+
+/// `basic_semaphore::try_set_permits`; completion signature `void(std::error_code, bool set)`.
+template <class CompletionToken>
+auto async_try_set_permits(const basic_semaphore& permits_of, std::int64_t permits,
+                           CompletionToken&& token) {
+  return detail::async_call<bool>(
+      [sem = permits_of, permits](auto done) mutable {
+        sem.try_set_permits_async(permits, std::move(done));
+      },
+      std::forward<CompletionToken>(token));
+}
+
+/// `basic_semaphore::add_permits`; completion signature `void(std::error_code)`.
+template <class CompletionToken>
+auto async_add_permits(const basic_semaphore& permits_of, std::int64_t permits,
+                       CompletionToken&& token) {
+  return detail::async_call<void>(
+      [sem = permits_of, permits](auto done) mutable {
+        sem.add_permits_async(permits, std::move(done));
+      },
+      std::forward<CompletionToken>(token));
+}
+
+/// `basic_semaphore::available`; completion signature `void(std::error_code, std::int64_t)`.
+template <class CompletionToken>
+auto async_available(const basic_semaphore& permits_of, CompletionToken&& token) {
+  return detail::async_call<std::int64_t>(
+      [sem = permits_of](auto done) { sem.available_async(std::move(done)); },
+      std::forward<CompletionToken>(token));
+}
+
+/// `basic_semaphore::info`; completion signature `void(std::error_code, dlock::semaphore_info)`.
+template <class CompletionToken>
+auto async_info(const basic_semaphore& permits_of, CompletionToken&& token) {
+  return detail::async_call<semaphore_info>(
+      [sem = permits_of](auto done) { sem.info_async(std::move(done)); },
+      std::forward<CompletionToken>(token));
+}
+
+/// `countdown_latch::try_set_count`; completion signature `void(std::error_code, bool set)`.
+template <class CompletionToken>
+auto async_try_set_count(const countdown_latch& latch, std::int64_t count,
+                         CompletionToken&& token) {
+  return detail::async_call<bool>(
+      [latch, count](auto done) { latch.try_set_count_async(count, std::move(done)); },
+      std::forward<CompletionToken>(token));
+}
+
+/// `countdown_latch::count`; completion signature `void(std::error_code, std::int64_t count)`.
+template <class CompletionToken>
+auto async_count(const countdown_latch& latch, CompletionToken&& token) {
+  return detail::async_call<std::int64_t>(
+      [latch](auto done) { latch.count_async(std::move(done)); },
+      std::forward<CompletionToken>(token));
+}
+
+/// `countdown_latch::remove`; completion signature `void(std::error_code, bool existed)`.
+template <class CompletionToken>
+auto async_remove(const countdown_latch& latch, CompletionToken&& token) {
+  return detail::async_call<bool>([latch](auto done) { latch.remove_async(std::move(done)); },
+                                  std::forward<CompletionToken>(token));
 }
 
 }  // namespace dlock

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace dlock {
 
@@ -116,8 +117,6 @@ class DLOCK_API acquire_awaitable {
   explicit acquire_awaitable(std::shared_ptr<detail::acquire_wait> state) noexcept;
   /// What every await_resume does first: throws the failure or the error, if any.
   void throw_if_failed();
-  /// What a call's awaitable yields (`call_awaitable`), after throw_if_failed.
-  std::int64_t take_number();
   std::shared_ptr<detail::acquire_wait> state_;
 };
 
@@ -163,7 +162,7 @@ struct call_result<void> {
 };
 
 /// What `co_await` on such a call waits on: `co_await latch.count_down_async()`. Yields `T`
-/// (bool, std::int64_t or void) or throws `dlock::error` with what the blocking form throws.
+/// (nothing for void) or throws `dlock::error` with what the blocking form throws.
 /// As `acquire_awaitable`: nothing is sent until it is awaited, single use, and the coroutine
 /// continues **on the client's I/O thread** (where code must not block) unless the result was
 /// known before it could suspend. Destroying it while its coroutine is suspended on it means the
@@ -171,7 +170,9 @@ struct call_result<void> {
 /// is cancelled. Of these, only a latch's wait takes a stop token.
 template <class T>
 class call_awaitable {
-  static_assert(std::is_void_v<T> || std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t>);
+  // Where the completion leaves the value for await_resume (none for void). Shared, so that a
+  // completion that comes after the coroutine was destroyed writes into memory that still exists.
+  using slot = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
  public:
   /// As `acquire_awaitable::await_ready`.
@@ -181,18 +182,16 @@ class call_awaitable {
   /// The call's value; throws `dlock::error` as the blocking form of the call does (and
   /// errc::cancelled for a latch's wait whose stop token was stopped first).
   T await_resume() {
-    const auto number = call_.take_number();
-    if constexpr (std::is_same_v<T, bool>) {
-      return number != 0;
-    } else if constexpr (std::is_same_v<T, std::int64_t>) {
-      return number;
-    }
+    call_.throw_if_failed();
+    if constexpr (!std::is_void_v<T>) return std::move(*value_);
   }
 
  private:
   friend struct detail::awaitable_factory;
-  explicit call_awaitable(acquire_awaitable call) noexcept : call_(std::move(call)) {}
+  call_awaitable(acquire_awaitable call, std::shared_ptr<slot> value) noexcept
+      : call_(std::move(call)), value_(std::move(value)) {}
   acquire_awaitable call_;
+  std::shared_ptr<slot> value_;
 };
 
 }  // namespace dlock

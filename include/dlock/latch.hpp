@@ -49,6 +49,14 @@ class DLOCK_API countdown_latch {
   /// errc::wrong_type if the name holds something that is not a count, and the server's errors
   /// as `basic_lock::try_acquire` does.
   bool try_set_count(std::int64_t count);
+  /// `try_set_count` without parking a thread: returns at once, and `done` runs once, on the
+  /// client's I/O thread, with what it would have returned or the error it would have thrown
+  /// (argument errors too, with nothing sent). Never throws. Do not block in `done`.
+  void try_set_count_async(std::int64_t count,
+                           std::function<void(call_result<bool>)> done) const noexcept;
+  /// The same for a C++20 coroutine: `bool set = co_await latch.try_set_count_async(3);`, with
+  /// `call_awaitable`'s rules (sent when awaited; continues on the I/O thread).
+  [[nodiscard]] call_awaitable<bool> try_set_count_async(std::int64_t count) const;
   /// Counts down by one. At 0 the latch is deleted and every waiter wakes. Counting down a latch
   /// that does not exist does nothing. Throws as `try_set_count`.
   void count_down();
@@ -62,6 +70,10 @@ class DLOCK_API countdown_latch {
   [[nodiscard]] call_awaitable<std::int64_t> count_down_async() const;
   /// The count now (0 if the latch does not exist). Throws as `try_set_count`.
   std::int64_t count() const;
+  /// `count` without parking a thread, as `try_set_count_async`.
+  void count_async(std::function<void(call_result<std::int64_t>)> done) const noexcept;
+  /// `co_await latch.count_async()`, as `try_set_count_async`.
+  [[nodiscard]] call_awaitable<std::int64_t> count_async() const;
   /// Waits up to `wait` for the count to reach 0. Returns true if it did, false if the wait
   /// ended first (a wait <= 0 checks once). While time remains, what passes (a reconnect, a
   /// loading server) is waited out. Throws as `try_set_count` for errors waiting cannot fix;
@@ -89,6 +101,10 @@ class DLOCK_API countdown_latch {
   /// Redisson's own delete leaves waiting). Returns true if it existed. Throws as
   /// `try_set_count`.
   bool remove();
+  /// `remove` without parking a thread, as `try_set_count_async`.
+  void remove_async(std::function<void(call_result<bool>)> done) const noexcept;
+  /// `co_await latch.remove_async()`, as `try_set_count_async`.
+  [[nodiscard]] call_awaitable<bool> remove_async() const;
 
  private:
   friend class client;

@@ -243,8 +243,16 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// The same, as a future: yields the lease (empty if not acquired) or throws `dlock::error`.
   std::future<lease> acquire_future(std::chrono::milliseconds wait, lease_options options = {});
 
-  /// True if anyone holds the lock (one EXISTS).
+  /// True if anyone holds the lock (one EXISTS). Throws the server's errors as `try_acquire`
+  /// does, and errc::invalid_argument on the client's I/O thread (use `is_locked_async` there).
   bool is_locked() const;
+  /// `is_locked` without parking a thread: returns at once, and `done` runs once, on the
+  /// client's I/O thread, with the answer or the error `is_locked` would have thrown. Never
+  /// throws. Do not block in `done`. (All the `_async` calls below work the same way.)
+  void is_locked_async(std::function<void(call_result<bool>)> done) const noexcept;
+  /// The same for a C++20 coroutine: `bool locked = co_await lock.is_locked_async();`, with
+  /// `call_awaitable`'s rules (sent when awaited; continues on the I/O thread).
+  [[nodiscard]] call_awaitable<bool> is_locked_async() const;
   /// Who holds it, or nothing if it is free. Throws errc::wrong_type if the key is not a lock of
   /// this kind.
   std::optional<lock_holder> holder() const;
@@ -256,7 +264,12 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// How many clients are subscribed to the lock's unlock channel: waiters elsewhere.
   std::int64_t waiting_clients() const;
   /// Everything about the lock at one instant: type, holders, TTL, fencing token, waiters.
+  /// Throws as `is_locked`.
   lock_info info() const;
+  /// `info` without parking a thread, as `is_locked_async`.
+  void info_async(std::function<void(call_result<lock_info>)> done) const noexcept;
+  /// `co_await lock.info_async()`, as `is_locked_async`.
+  [[nodiscard]] call_awaitable<lock_info> info_async() const;
   /// Deletes the lock whoever holds it and wakes its waiters; returns what it removed (type
   /// `none` if there was no lock). The holder learns of it at its next renewal
   /// (`lease_lost_reason::not_held`). Throws errc::wrong_type, deleting nothing, if the name
@@ -264,6 +277,13 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// a counter, a lock-like key without expiry unless confirmed), and as `try_acquire` for
   /// server errors.
   lock_info force_unlock(force_unlock_check check = force_unlock_check::layout_and_expiry) const;
+  /// `force_unlock` without parking a thread, as `is_locked_async`; a key that is not a lock
+  /// comes through `done` as errc::wrong_type, deleted by nothing.
+  void force_unlock_async(force_unlock_check check,
+                          std::function<void(call_result<lock_info>)> done) const noexcept;
+  /// `co_await lock.force_unlock_async()`, as `is_locked_async`.
+  [[nodiscard]] call_awaitable<lock_info> force_unlock_async(
+      force_unlock_check check = force_unlock_check::layout_and_expiry) const;
 
   // ---- Lockable (std::unique_lock, std::scoped_lock, std::lock) ----
   // Holds taken through these are kept inside the lock object (shared by its copies), per

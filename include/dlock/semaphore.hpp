@@ -30,6 +30,52 @@ struct semaphore_info {
   std::int64_t waiters = 0;
 };
 
+/// What both semaphores share: setting, adding and counting free permits, and looking at them.
+/// Every call here is one script on the semaphore's server (two for `info`), and each has a form
+/// that parks no thread. Not available over RedLock: errc::invalid_argument, nothing sent.
+class DLOCK_API basic_semaphore : public basic_lock {
+ public:
+  /// Sets the number of free permits to `permits` if the semaphore has none set yet. Returns
+  /// true if it set them. Throws errc::invalid_argument for a negative count (or on the
+  /// client's I/O thread: use the `_async` form there), errc::wrong_type if the name holds
+  /// something else, and as `try_acquire` for server errors.
+  bool try_set_permits(std::int64_t permits);
+  /// `try_set_permits` without parking a thread: returns at once, and `done` runs once, on the
+  /// client's I/O thread, with what it would have returned or the error it would have thrown
+  /// (argument errors too, with nothing sent). Never throws. Do not block in `done`. The other
+  /// `_async` calls here work the same way.
+  void try_set_permits_async(std::int64_t permits,
+                             std::function<void(call_result<bool>)> done) noexcept;
+  /// The same for a C++20 coroutine: `bool set = co_await sem.try_set_permits_async(5);`, with
+  /// `call_awaitable`'s rules (sent when awaited; continues on the I/O thread).
+  [[nodiscard]] call_awaitable<bool> try_set_permits_async(std::int64_t permits);
+  /// Adds `permits` free permits (negative: removes them, possibly below zero), creating the
+  /// semaphore if needed, and wakes waiters. Throws as `try_set_permits`.
+  void add_permits(std::int64_t permits);
+  /// `add_permits` without parking a thread, as `try_set_permits_async`.
+  void add_permits_async(std::int64_t permits,
+                         std::function<void(call_result<void>)> done) noexcept;
+  /// `co_await sem.add_permits_async(n)`, as `try_set_permits_async`.
+  [[nodiscard]] call_awaitable<void> add_permits_async(std::int64_t permits);
+  /// Free permits now (0 if the semaphore does not exist); a leased semaphore counts expired
+  /// permits, which the next acquisition reclaims. Throws as `try_set_permits`.
+  std::int64_t available() const;
+  /// `available` without parking a thread, as `try_set_permits_async`.
+  void available_async(std::function<void(call_result<std::int64_t>)> done) const noexcept;
+  /// `co_await sem.available_async()`, as `try_set_permits_async`.
+  [[nodiscard]] call_awaitable<std::int64_t> available_async() const;
+  /// Everything about it at one instant (a leased semaphore's expired permits not yet reclaimed
+  /// are listed with a remaining lease of 0). Throws as `try_set_permits`.
+  semaphore_info info() const;
+  /// `info` without parking a thread, as `try_set_permits_async`.
+  void info_async(std::function<void(call_result<semaphore_info>)> done) const noexcept;
+  /// `co_await sem.info_async()`, as `try_set_permits_async`.
+  [[nodiscard]] call_awaitable<semaphore_info> info_async() const;
+
+ protected:
+  using basic_lock::basic_lock;
+};
+
 /// Permits in Redisson's RSemaphore layout: the string `NAME` holds the count of free permits;
 /// the channel `redisson_sc:{NAME}` carries the count after each release. Acquiring takes
 /// `lease_options::permits` at once (all or none) and returns a lease; destroying or releasing
@@ -39,15 +85,8 @@ struct semaphore_info {
 /// apply and `valid()` stays true until it is released. Waiting is event-driven: a release
 /// publishes the new free count, and each client wakes that many of its waiters (at least one),
 /// not all of them. Thread-safe.
-class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lock {
+class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_semaphore {
  public:
-  /// Sets the number of free permits to `permits` if the semaphore has none set yet. Returns
-  /// true if it set them. Throws errc::invalid_argument for a negative count, errc::wrong_type
-  /// if the name holds something else, and as `try_acquire` for server errors.
-  bool try_set_permits(std::int64_t permits);
-  /// Adds `permits` free permits (negative: removes them, possibly below zero), creating the
-  /// semaphore if needed, and wakes waiters. Throws as `try_set_permits`.
-  void add_permits(std::int64_t permits);
   /// Gives back `permits` permits that were not taken through a lease (Redisson's release:
   /// anyone may call it). Throws as `try_set_permits`.
   void release(std::int64_t permits = 1);
@@ -59,10 +98,6 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lo
   /// The same for a C++20 coroutine: `co_await sem.release_async(2);`, with `call_awaitable`'s
   /// rules (sent when awaited; continues on the I/O thread); throws as `release`.
   [[nodiscard]] call_awaitable<void> release_async(std::int64_t permits = 1);
-  /// Free permits now (0 if the semaphore does not exist).
-  std::int64_t available() const;
-  /// Everything about it at one instant.
-  semaphore_info info() const;
 
  private:
   friend class client;
@@ -77,12 +112,9 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::semaphore") semaphore : public basic_lo
 /// A permit whose holder died comes back by itself when its lease ends (the next acquisition
 /// reclaims it and wakes waiters). Only the holder of a permit id can release it: a foreign or
 /// forged id is refused and changes nothing. Thread-safe.
-class DLOCK_API DLOCK_CAPABILITY("dlock::leased_semaphore") leased_semaphore : public basic_lock {
+class DLOCK_API DLOCK_CAPABILITY("dlock::leased_semaphore") leased_semaphore
+    : public basic_semaphore {
  public:
-  /// As `semaphore::try_set_permits`: the number of free permits, if not set yet.
-  bool try_set_permits(std::int64_t permits);
-  /// As `semaphore::add_permits`.
-  void add_permits(std::int64_t permits);
   /// Releases the permit(s) with id `permit_id` (hex, as `lease::permit_id` gives it), from any
   /// process. Returns true if released, false if no such permit is held (released already,
   /// expired, or an id that was never issued): nothing changes then. Throws
@@ -96,15 +128,9 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::leased_semaphore") leased_semaphore : p
   /// The same for a C++20 coroutine: `bool released = co_await sem.release_async(id);` (the id
   /// is copied), with `call_awaitable`'s rules; throws as `release`.
   [[nodiscard]] call_awaitable<bool> release_async(std::string_view permit_id);
-  /// Free permits now, counting expired ones (which the next acquisition reclaims).
-  std::int64_t available() const;
-  /// Everything about it at one instant (expired permits not yet reclaimed are listed with a
-  /// remaining lease of 0).
-  semaphore_info info() const;
 
  private:
   friend class client;
   leased_semaphore(std::shared_ptr<detail::lock_core> core, std::string name);
 };
-
 }  // namespace dlock

@@ -119,7 +119,6 @@ struct acquire_wait {
   lease held;
   std::vector<reply> replies;
   multi_lease multi;
-  std::int64_t number = 0;     // a call's value (awaitable_factory)
   std::exception_ptr failure;  // an argument error, rethrown as it was thrown
   // The awaiting side's (the completion never touches them).
   acquire_handle handle;
@@ -251,10 +250,9 @@ multi_acquire_awaitable multi_lock::acquire_async(std::chrono::milliseconds wait
       acquire_awaitable(std::make_shared<detail::acquire_wait>(start, std::move(cancel))));
 }
 
-acquire_awaitable detail::awaitable_factory::awaitable(number_start start, std::stop_token stop) {
+acquire_awaitable detail::awaitable_factory::awaitable(outcome_start start, std::stop_token stop) {
   auto starter = [start = std::move(start)](const std::shared_ptr<acquire_wait>& state) {
-    return start([state](std::error_code ec, std::string message, std::int64_t number) {
-      state->number = number;
+    return start([state](std::error_code ec, std::string message) {
       state->complete(ec, std::move(message));
     });
   };
@@ -334,11 +332,6 @@ void acquire_awaitable::throw_if_failed() {
 lease acquire_awaitable::await_resume() {
   throw_if_failed();
   return std::move(state_->held);
-}
-
-std::int64_t acquire_awaitable::take_number() {
-  throw_if_failed();
-  return state_->number;
 }
 
 acquire_and_read_awaitable::acquire_and_read_awaitable(acquire_awaitable acquisition) noexcept

@@ -4,8 +4,8 @@
 // a stop token, and a coroutine destroyed while suspended.
 #pragma once
 
-#include <cstdint>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -25,11 +25,13 @@ struct awaitable_factory {
   template <class T, class Start>
   static call_awaitable<T> call(Start start, std::stop_token stop = {}) {
     using callback = std::function<void(call_result<T>)>;
-    auto started = [start = std::move(start)](number_done done) -> acquire_handle {
-      callback finish = [done = std::move(done)](call_result<T> r) {
-        std::int64_t number = 0;
-        if constexpr (!std::is_void_v<T>) number = static_cast<std::int64_t>(r.value);
-        done(r.error, std::move(r.message), number);
+    using slot = typename call_awaitable<T>::slot;
+    auto value = std::make_shared<slot>();
+    auto started = [start = std::move(start), value](outcome_done done) -> acquire_handle {
+      callback finish = [done = std::move(done), value](call_result<T> r) {
+        // Written before the outcome is published (done), which orders it before await_resume.
+        if constexpr (!std::is_void_v<T>) *value = std::move(r.value);
+        done(r.error, std::move(r.message));
       };
       if constexpr (std::is_void_v<std::invoke_result_t<Start&, callback>>) {
         start(std::move(finish));
@@ -38,15 +40,15 @@ struct awaitable_factory {
         return start(std::move(finish));
       }
     };
-    return call_awaitable<T>(awaitable(std::move(started), std::move(stop)));
+    return call_awaitable<T>(awaitable(std::move(started), std::move(stop)), std::move(value));
   }
 
  private:
-  /// A call's completion as the awaitable keeps it: the error and its words, or the number that
-  /// await_resume converts to the call's type (bool: 0 or 1).
-  using number_done = std::function<void(std::error_code, std::string, std::int64_t)>;
-  using number_start = std::function<acquire_handle(number_done done)>;
-  static acquire_awaitable awaitable(number_start start, std::stop_token stop);  // async.cpp
+  /// A call's completion as the awaitable keeps it: the error and its words (the value went
+  /// into the call_awaitable's slot first).
+  using outcome_done = std::function<void(std::error_code, std::string)>;
+  using outcome_start = std::function<acquire_handle(outcome_done done)>;
+  static acquire_awaitable awaitable(outcome_start start, std::stop_token stop);  // async.cpp
 };
 
 }  // namespace dlock::detail

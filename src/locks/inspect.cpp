@@ -8,7 +8,9 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/one_call.hpp"
 
 namespace dlock {
 
@@ -53,14 +55,11 @@ lock_info parse_snapshot(const reply& r) {
   return info;
 }
 
-// A script's WRONGTYPE verdict ("WRONGTYPE holds a list, not a lock") as an error naming the lock.
-[[noreturn]] void throw_not_a_lock(const std::string& name, const error& e) {
-  std::string what = e.what();
-  if (const auto at = what.find("holds "); at != std::string::npos) what = what.substr(at);
-  if (const auto suffix = what.rfind(": " + e.code().message()); suffix != std::string::npos) {
-    what.resize(suffix);
-  }
-  throw error(errc::wrong_type, "'" + name + "' " + what);
+// A script's WRONGTYPE verdict ("WRONGTYPE holds a list, not a lock") in words naming the lock.
+std::string not_a_lock(const std::string& name, std::string_view verdict) {
+  const auto at = verdict.find("holds ");
+  return "'" + name + "' " +
+         std::string(at == std::string_view::npos ? verdict : verdict.substr(at));
 }
 
 const script& lock_info_script() {
@@ -73,34 +72,195 @@ const script& force_unlock_script() {
   return s;
 }
 
-// A script that reads or removes one lock, run where the lock is: on every RedLock master (a
-// force-unlock must remove it from each). The answer is the first master's that shows a lock,
-// else the first answer; errors only count when no master answered.
-lock_info snapshot_across(detail::lock_core& core, const script& s, const std::string& name,
-                          std::span<const std::string_view> keys,
-                          std::span<const std::string_view> args) {
-  if (core.topo().nodes_for(name).size() == 1)
-    return parse_snapshot(core.call(s, name, keys, args));
+using info_callback = detail::result_callback<lock_info>;
+
+// RedLock's answers, one per master: the first master's that shows a lock, else the first
+// answer; errors only count when no master answered.
+call_result<lock_info> first_lock_shown(std::vector<std::pair<std::error_code, reply>>& answers) {
+  call_result<lock_info> failure;
   std::optional<lock_info> first;
-  std::optional<error> failure;
-  for (auto& [ec, r] : core.call_each(s, name, keys, args)) {
+  for (auto& [ec, r] : answers) {
     if (ec) {
-      if (!failure) failure.emplace(ec, r.is_error() ? r.str() : ec.message());
+      if (!failure.error) failure = {{}, ec, r.is_error() ? r.str() : ec.message()};
       continue;
     }
-    auto info = parse_snapshot(r);
-    if (info.type != lock_type::none) return info;
-    if (!first) first = std::move(info);
+    try {
+      auto info = parse_snapshot(r);
+      if (info.type != lock_type::none) return {std::move(info), {}, {}};
+      if (!first) first = std::move(info);
+    } catch (const error& e) {
+      if (!failure.error) failure = {{}, e.code(), detail::bare_message(e)};
+    }
   }
-  if (first) return *first;
-  throw *failure;
+  if (first) return {std::move(*first), {}, {}};
+  return failure;
+}
+
+// A script that reads or removes one lock, run where the lock is: on every RedLock master (a
+// force-unlock must remove it from each).
+void snapshot_across(lock_core& core, const script& s, const std::string& name,
+                     std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                     info_callback done) {
+  if (core.topo().nodes_for(name).size() == 1) {
+    core.call_async(s, name, keys, args,
+                    detail::to_result<lock_info>(parse_snapshot, std::move(done)));
+    return;
+  }
+  core.call_each_async(
+      s, name, keys, args,
+      [done = std::move(done)](std::vector<std::pair<std::error_code, reply>> all) {
+        detail::deliver(done, first_lock_shown(all));
+      });
+}
+
+lock_info snapshot_across(lock_core& core, const script& s, const std::string& name,
+                          std::span<const std::string_view> keys,
+                          std::span<const std::string_view> args) {
+  return detail::wait_for_result<lock_info>(core.io(), [&](info_callback done) {
+    snapshot_across(core, s, name, keys, args, std::move(done));
+  });
+}
+
+// `info` with its waiters: a fair lock's queue (each waiter listens on its own channel), or the
+// clients subscribed to the lock's channel (sharded channels on a cluster, counted on the slot's
+// node).
+void add_waiters(const std::shared_ptr<detail::lock_handle>& h, lock_info info,
+                 info_callback done) {
+  const auto& n = *h->names;
+  if (h->kind->keeps_waiter_place() && !n.aux_key1.empty() &&
+      h->kind->public_type() == lock_type::fair) {
+    const std::string_view args[] = {"LRANGE", n.aux_key1, "0", "-1"};
+    h->core->command_async(n.aux_key1, args,
+                           detail::to_result<lock_info>(
+                               [info = std::move(info)](const reply& queue) {
+                                 auto out = info;
+                                 for (const auto& e : queue.elements())
+                                   out.queue.push_back(e.str());
+                                 if (out.type == lock_type::reentrant) out.type = lock_type::fair;
+                                 out.waiters = static_cast<std::int64_t>(out.queue.size());
+                                 return out;
+                               },
+                               std::move(done)));
+    return;
+  }
+  const std::string_view args[] = {"PUBSUB", h->core->topo().numsub_command(), n.channel};
+  h->core->command_async(n.channel, args,
+                         detail::to_result<lock_info>(
+                             [info = std::move(info)](const reply& numsub) {
+                               auto out = info;
+                               out.waiters = numsub.at(1).integer();
+                               return out;
+                             },
+                             std::move(done)));
+}
+
+void read_info(const std::shared_ptr<detail::lock_handle>& h, info_callback done) {
+  const auto& n = *h->names;
+  const std::string_view keys[] = {n.name, n.fence_key};
+  snapshot_across(*h->core, lock_info_script(), n.name, keys, {},
+                  [h, done = std::move(done)](call_result<lock_info> r) {
+                    if (r.error) return detail::deliver(done, std::move(r));
+                    add_waiters(h, std::move(r.value), std::move(done));
+                  });
+}
+
+void read_is_locked(const std::shared_ptr<detail::lock_handle>& h,
+                    detail::result_callback<bool> done) {
+  const std::string_view args[] = {"EXISTS", h->names->name};
+  h->core->command_async(
+      h->names->name, args,
+      detail::to_result<bool>([](const reply& r) { return r.integer() == 1; }, std::move(done)));
+}
+
+// Deletes the lock whoever holds it (force_unlock.lua judges the key first) and, for a fair
+// lock, tells the first in line, whose waiter listens on its own channel.
+void remove_lock(const std::shared_ptr<detail::lock_handle>& h, force_unlock_check check,
+                 info_callback done) {
+  const auto& n = *h->names;
+  const std::string_view confirmed =
+      check == force_unlock_check::confirmed_kind ? h->kind->redis_type() : "";
+  const std::string_view keys[] = {n.name, n.fence_key, n.channel};
+  const std::string_view args[] = {detail::unlock_message, confirmed,
+                                   h->core->topo().publish_command()};
+  snapshot_across(
+      *h->core, force_unlock_script(), n.name, keys, args,
+      [h, done = std::move(done)](call_result<lock_info> removed) {
+        if (removed.error == errc::wrong_type) {
+          removed.message = not_a_lock(h->names->name, removed.message);
+        }
+        if (removed.error || h->kind->public_type() != lock_type::fair) {
+          return detail::deliver(done, std::move(removed));
+        }
+        static const script wake{std::string(lua::fair_wake)};
+        const auto& names = *h->names;
+        const std::string_view wake_keys[] = {names.name, names.aux_key1, names.aux_key2,
+                                              names.publish_channel};
+        const std::string_view wake_args[] = {detail::unlock_message,
+                                              h->core->topo().publish_command()};
+        h->core->call_async(
+            wake, names.name, wake_keys, wake_args,
+            detail::to_result<lock_info>(
+                [info = std::move(removed.value)](const reply&) { return info; }, std::move(done)));
+      });
+}
+
+// A call on the lock as a start (one_call.hpp): a closure that holds the lock's handle and
+// starts `call(handle, done)`. The blocking form waits for it, the callback form reports through
+// `done`, the awaitable starts it when awaited.
+template <class T, class Call>
+auto on_lock(std::shared_ptr<detail::lock_handle> h, Call call) {
+  return [h = std::move(h), call](detail::result_callback<T> done) { call(h, std::move(done)); };
+}
+
+auto remove_checking(force_unlock_check check) {
+  return [check](const std::shared_ptr<detail::lock_handle>& h, info_callback done) {
+    remove_lock(h, check, std::move(done));
+  };
 }
 
 }  // namespace
 
 bool basic_lock::is_locked() const {
-  const std::string_view args[] = {"EXISTS", name()};
-  return handle_->core->command(name(), args).integer() == 1;
+  return detail::wait_for_result<bool>(handle_->core->io(), on_lock<bool>(handle_, read_is_locked));
+}
+
+void basic_lock::is_locked_async(std::function<void(call_result<bool>)> done) const noexcept {
+  detail::start_or_report<bool>(handle_->core->io(), std::move(done),
+                                on_lock<bool>(handle_, read_is_locked));
+}
+
+call_awaitable<bool> basic_lock::is_locked_async() const {
+  return detail::awaitable_factory::call<bool>(on_lock<bool>(handle_, read_is_locked));
+}
+
+lock_info basic_lock::info() const {
+  return detail::wait_for_result<lock_info>(handle_->core->io(),
+                                            on_lock<lock_info>(handle_, read_info));
+}
+
+void basic_lock::info_async(std::function<void(call_result<lock_info>)> done) const noexcept {
+  detail::start_or_report<lock_info>(handle_->core->io(), std::move(done),
+                                     on_lock<lock_info>(handle_, read_info));
+}
+
+call_awaitable<lock_info> basic_lock::info_async() const {
+  return detail::awaitable_factory::call<lock_info>(on_lock<lock_info>(handle_, read_info));
+}
+
+lock_info basic_lock::force_unlock(force_unlock_check check) const {
+  return detail::wait_for_result<lock_info>(handle_->core->io(),
+                                            on_lock<lock_info>(handle_, remove_checking(check)));
+}
+
+void basic_lock::force_unlock_async(
+    force_unlock_check check, std::function<void(call_result<lock_info>)> done) const noexcept {
+  detail::start_or_report<lock_info>(handle_->core->io(), std::move(done),
+                                     on_lock<lock_info>(handle_, remove_checking(check)));
+}
+
+call_awaitable<lock_info> basic_lock::force_unlock_async(force_unlock_check check) const {
+  return detail::awaitable_factory::call<lock_info>(
+      on_lock<lock_info>(handle_, remove_checking(check)));
 }
 
 std::optional<lock_holder> basic_lock::holder() const {
@@ -142,25 +302,6 @@ std::int64_t basic_lock::waiting_clients() const {
   return core.command(handle_->names->channel, args).at(1).integer();
 }
 
-lock_info basic_lock::info() const {
-  const auto& n = *handle_->names;
-  const std::string_view keys[] = {n.name, n.fence_key};
-  auto info = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
-  if (handle_->kind->keeps_waiter_place() && !n.aux_key1.empty() &&
-      handle_->kind->public_type() == lock_type::fair) {
-    // A fair lock's waiters each listen on their own channel: its queue says who waits.
-    const std::string_view args[] = {"LRANGE", n.aux_key1, "0", "-1"};
-    const auto queue = handle_->core->command(n.aux_key1, args);  // outlives the loop
-    for (const auto& e : queue.elements())
-      info.queue.push_back(e.str());
-    if (info.type == lock_type::reentrant) info.type = lock_type::fair;
-    info.waiters = static_cast<std::int64_t>(info.queue.size());
-    return info;
-  }
-  info.waiters = waiting_clients();
-  return info;
-}
-
 std::vector<std::string> fair_lock::queue() const {
   const auto& key = handle_->names->aux_key1;
   const std::string_view args[] = {"LRANGE", key, "0", "-1"};
@@ -169,31 +310,6 @@ std::vector<std::string> fair_lock::queue() const {
   for (const auto& e : queue.elements())
     out.push_back(e.str());
   return out;
-}
-
-lock_info basic_lock::force_unlock(force_unlock_check check) const {
-  const auto& n = *handle_->names;
-  const std::string_view confirmed =
-      check == force_unlock_check::confirmed_kind ? handle_->kind->redis_type() : "";
-  const std::string_view keys[] = {n.name, n.fence_key, n.channel};
-  const std::string_view args[] = {detail::unlock_message, confirmed,
-                                   handle_->core->topo().publish_command()};
-  lock_info removed;
-  try {
-    removed = snapshot_across(*handle_->core, force_unlock_script(), n.name, keys, args);
-  } catch (const error& e) {
-    if (e.code() == errc::wrong_type) throw_not_a_lock(name(), e);
-    throw;
-  }
-  if (handle_->kind->public_type() == lock_type::fair) {
-    // Fair waiters each listen on their own channel: tell the first in line.
-    static const script wake{std::string(lua::fair_wake)};
-    const std::string_view wake_keys[] = {n.name, n.aux_key1, n.aux_key2, n.publish_channel};
-    const std::string_view wake_args[] = {detail::unlock_message,
-                                          handle_->core->topo().publish_command()};
-    handle_->core->call(wake, n.name, wake_keys, wake_args);
-  }
-  return removed;
 }
 
 std::int64_t reentrant_lock::hold_count(const std::string& owner) const {

@@ -232,15 +232,6 @@ void run_async(lock_core& core, const std::string& name, const script& s, std::s
       }));
 }
 
-// The same, waiting for the outcome.
-template <class T, class Value>
-T run(lock_core& core, const std::string& name, const script& s, std::string_view arg1,
-      std::string_view arg2, Value value) {
-  return detail::wait_for_result<T>(core.io(), [&](detail::result_callback<T> done) {
-    run_async<T>(core, name, s, arg1, arg2, std::move(value), std::move(done));
-  });
-}
-
 // The script's integer reply; the count a 'read' returned.
 auto integer_of(const reply& r) {
   return r.integer();
@@ -256,46 +247,111 @@ void count_down_on(lock_core& core, const std::string& name,
                           integer_of, std::move(done));
 }
 
+// Sets the count if the latch does not exist: whether it did. Throws errc::invalid_argument for
+// a count below 1, having sent nothing.
+void set_count_on(lock_core& core, const std::string& name, std::int64_t count,
+                  detail::result_callback<bool> done) {
+  if (count < 1) throw error(errc::invalid_argument, "a latch's count must be at least 1");
+  const std::string value = std::to_string(count);
+  // latch_set.lua takes the count first, the publish command second.
+  run_async<bool>(
+      core, name, set_script(), value, core.topo().publish_command(),
+      [](const reply& r) { return r.integer() == 1; }, std::move(done));
+}
+
+void read_count_on(lock_core& core, const std::string& name,
+                   detail::result_callback<std::int64_t> done) {
+  run_async<std::int64_t>(core, name, down_script(), core.topo().publish_command(), "read",
+                          count_in(name), std::move(done));
+}
+
+// Deletes the latch, waking its waiters: whether it existed.
+void remove_on(lock_core& core, const std::string& name, detail::result_callback<bool> done) {
+  run_async<bool>(
+      core, name, down_script(), core.topo().publish_command(), "all",
+      [](const reply& r) { return r.integer() == 1; }, std::move(done));
+}
+
+// A call on the latch as a start (one_call.hpp): a closure that holds the latch's core and name
+// and starts `call(core, name, done)`, which may throw dlock::error, having sent nothing. The
+// blocking form waits for it, the callback form reports through `done`, the awaitable starts
+// it when awaited.
+template <class T, class Call>
+auto on_latch(std::shared_ptr<lock_core> core, std::string name, Call call) {
+  return [core = std::move(core), name = std::move(name), call](detail::result_callback<T> done) {
+    call(*core, name, std::move(done));
+  };
+}
+
+auto set_count_to(std::int64_t count) {
+  return [count](lock_core& core, const std::string& name, detail::result_callback<bool> done) {
+    set_count_on(core, name, count, std::move(done));
+  };
+}
+
 }  // namespace
 
 countdown_latch::countdown_latch(std::shared_ptr<lock_core> core, std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
 bool countdown_latch::try_set_count(std::int64_t count) {
-  if (count < 1) throw error(errc::invalid_argument, "a latch's count must be at least 1");
-  const std::string value = std::to_string(count);
-  // latch_set.lua takes the count first, the publish command second.
-  return run<std::int64_t>(*core_, name_, set_script(), value, core_->topo().publish_command(),
-                           integer_of) == 1;
+  return detail::wait_for_result<bool>(core_->io(),
+                                       on_latch<bool>(core_, name_, set_count_to(count)));
+}
+
+void countdown_latch::try_set_count_async(
+    std::int64_t count, std::function<void(call_result<bool>)> done) const noexcept {
+  detail::start_or_report<bool>(core_->io(), std::move(done),
+                                on_latch<bool>(core_, name_, set_count_to(count)));
+}
+
+call_awaitable<bool> countdown_latch::try_set_count_async(std::int64_t count) const {
+  return detail::awaitable_factory::call<bool>(on_latch<bool>(core_, name_, set_count_to(count)));
 }
 
 void countdown_latch::count_down() {
-  run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "one",
-                    integer_of);
+  detail::wait_for_result<std::int64_t>(core_->io(),
+                                        on_latch<std::int64_t>(core_, name_, count_down_on));
 }
 
 void countdown_latch::count_down_async(
     std::function<void(call_result<std::int64_t>)> done) const noexcept {
-  detail::start_or_report<std::int64_t>(
-      core_->io(), std::move(done),
-      [&](detail::result_callback<std::int64_t> d) { count_down_on(*core_, name_, std::move(d)); });
+  detail::start_or_report<std::int64_t>(core_->io(), std::move(done),
+                                        on_latch<std::int64_t>(core_, name_, count_down_on));
 }
 
 call_awaitable<std::int64_t> countdown_latch::count_down_async() const {
   return detail::awaitable_factory::call<std::int64_t>(
-      [core = core_, name = name_](detail::result_callback<std::int64_t> done) {
-        count_down_on(*core, name, std::move(done));
-      });
-}
-
-bool countdown_latch::remove() {
-  return run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "all",
-                           integer_of) == 1;
+      on_latch<std::int64_t>(core_, name_, count_down_on));
 }
 
 std::int64_t countdown_latch::count() const {
-  return run<std::int64_t>(*core_, name_, down_script(), core_->topo().publish_command(), "read",
-                           count_in(name_));
+  return detail::wait_for_result<std::int64_t>(core_->io(),
+                                               on_latch<std::int64_t>(core_, name_, read_count_on));
+}
+
+void countdown_latch::count_async(
+    std::function<void(call_result<std::int64_t>)> done) const noexcept {
+  detail::start_or_report<std::int64_t>(core_->io(), std::move(done),
+                                        on_latch<std::int64_t>(core_, name_, read_count_on));
+}
+
+call_awaitable<std::int64_t> countdown_latch::count_async() const {
+  return detail::awaitable_factory::call<std::int64_t>(
+      on_latch<std::int64_t>(core_, name_, read_count_on));
+}
+
+bool countdown_latch::remove() {
+  return detail::wait_for_result<bool>(core_->io(), on_latch<bool>(core_, name_, remove_on));
+}
+
+void countdown_latch::remove_async(std::function<void(call_result<bool>)> done) const noexcept {
+  detail::start_or_report<bool>(core_->io(), std::move(done),
+                                on_latch<bool>(core_, name_, remove_on));
+}
+
+call_awaitable<bool> countdown_latch::remove_async() const {
+  return detail::awaitable_factory::call<bool>(on_latch<bool>(core_, name_, remove_on));
 }
 
 acquire_handle countdown_latch::wait_async(std::chrono::milliseconds wait,

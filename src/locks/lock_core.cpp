@@ -2,6 +2,7 @@
 
 #include "core/one_shot.hpp"
 #include "core/random.hpp"
+#include "core/sync.hpp"
 #include "core/teardown_threads.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
@@ -275,30 +276,49 @@ void refuse_blocking_on(net::io_thread& io) {
   }
 }
 
-std::vector<std::pair<std::error_code, reply>> lock_core::call_each(
+void lock_core::call_each_async(
     const script& s, std::string_view key, std::span<const std::string_view> keys,
-    std::span<const std::string_view> args) {
-  refuse_blocking_on(io());
+    std::span<const std::string_view> args,
+    std::function<void(std::vector<std::pair<std::error_code, reply>>)> done) {
+  struct gathering {
+    detail::mutex mutex;
+    std::vector<std::pair<std::error_code, reply>> replies DLOCK_GUARDED_BY(mutex);
+    std::size_t left DLOCK_GUARDED_BY(mutex) = 0;
+    std::function<void(std::vector<std::pair<std::error_code, reply>>)> done;
+  };
   const auto nodes = topology_->nodes_for(key);
-  std::vector<one_shot<std::pair<std::error_code, reply>>> results(nodes.size());
+  auto all = std::make_shared<gathering>();
+  {
+    const detail::lock_guard lock(all->mutex);
+    all->replies.resize(nodes.size());
+    all->left = nodes.size();
+  }
+  all->done = std::move(done);
   const auto deadline = steady::now() + options_.connection.command_timeout;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     topology_->eval(nodes[i], s, keys, args, deadline, durability::master,
-                    [&result = results[i]](std::error_code ec, reply r) {
-                      result.put({ec, std::move(r)});
+                    [all, i](std::error_code ec, reply r) {
+                      std::vector<std::pair<std::error_code, reply>> replies;
+                      {
+                        const detail::lock_guard lock(all->mutex);
+                        all->replies[i] = {ec, std::move(r)};
+                        if (--all->left != 0) return;
+                        replies = std::move(all->replies);
+                      }
+                      all->done(std::move(replies));
                     });
   }
-  std::vector<std::pair<std::error_code, reply>> out;
-  for (auto& r : results)
-    out.push_back(r.take());
-  return out;
+}
+
+void lock_core::command_async(std::string_view key, std::span<const std::string_view> args,
+                              net::reply_callback done) {
+  topology_->command(key, args, steady::now() + options_.connection.command_timeout,
+                     std::move(done));
 }
 
 reply lock_core::command(std::string_view key, std::span<const std::string_view> args) {
-  return wait_for_reply([&](net::reply_callback done) {
-    topology_->command(key, args, steady::now() + options_.connection.command_timeout,
-                       std::move(done));
-  });
+  return wait_for_reply(
+      [&](net::reply_callback done) { command_async(key, args, std::move(done)); });
 }
 
 reply lock_core::wait_for_reply(const std::function<void(net::reply_callback)>& send) {

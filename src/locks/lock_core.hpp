@@ -172,14 +172,18 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// errc::invalid_argument on the I/O thread.
   reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
              std::span<const std::string_view> args);
-  /// Runs one script call on every node that serves `key` (RedLock: every master) at once,
-  /// waiting for all; one (error, reply) per node. Throws errc::invalid_argument on the I/O
+  /// Runs one script call on every node that serves `key` (RedLock: every master) at once;
+  /// `done` gets one (error, reply) per node, in the nodes' order, once all have answered.
+  void call_each_async(const script& s, std::string_view key,
+                       std::span<const std::string_view> keys,
+                       std::span<const std::string_view> args,
+                       std::function<void(std::vector<std::pair<std::error_code, reply>>)> done);
+  /// Runs one plain command where `key` lives (introspection); `done` gets the reply on the I/O
   /// thread.
-  std::vector<std::pair<std::error_code, reply>> call_each(const script& s, std::string_view key,
-                                                           std::span<const std::string_view> keys,
-                                                           std::span<const std::string_view> args);
-  /// Runs one plain command where `key` lives, waiting for the reply (introspection). Throws
-  /// dlock::error with the server's text, or errc::invalid_argument on the I/O thread.
+  void command_async(std::string_view key, std::span<const std::string_view> args,
+                     net::reply_callback done);
+  /// The same, waiting for the reply. Throws dlock::error with the server's text, or
+  /// errc::invalid_argument on the I/O thread.
   reply command(std::string_view key, std::span<const std::string_view> args);
 
   /// Registers `close` to run once, on the I/O thread, when the client closes: after the

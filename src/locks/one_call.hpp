@@ -1,6 +1,9 @@
-// Calls that take one round trip (a latch's count-down, a semaphore's release, ...) in both
-// forms: started with a callback that gets a call_result<T> on the I/O thread, or waited for by
-// the blocking form, which throws what the result carries. One path, so the two cannot differ.
+// Calls that take one round trip or a short chain of them (a latch's count-down, a semaphore's
+// release, a lock's info, ...) in every form: started with a callback that gets a call_result<T>
+// on the I/O thread, waited for by the blocking form, which throws what the result carries, or
+// awaited (awaitable_factory::call). Each form runs the call's one *start*: a closure that holds
+// what the call needs and starts it with a result_callback<T>, throwing dlock::error (having sent
+// nothing) for bad arguments. One path, so the forms cannot differ.
 #pragma once
 
 #include <functional>

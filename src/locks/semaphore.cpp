@@ -51,12 +51,6 @@ void change_permits(const detail::lock_handle& h, std::int64_t permits, std::str
       detail::to_result<bool>([](const reply& r) { return r.integer() >= 1; }, std::move(done)));
 }
 
-bool change_permits(const detail::lock_handle& h, std::int64_t permits, std::string_view how) {
-  return detail::wait_for_result<bool>(h.core->io(), [&](detail::result_callback<bool> done) {
-    change_permits(h, permits, how, std::move(done));
-  });
-}
-
 // Gives back `permits` permits (Redisson's release: anyone may). Throws errc::invalid_argument
 // for fewer than one, or over RedLock, having sent nothing.
 void give_back(const detail::lock_handle& h, std::int64_t permits,
@@ -67,11 +61,9 @@ void give_back(const detail::lock_handle& h, std::int64_t permits,
   });
 }
 
-semaphore_info read_info(const detail::lock_handle& h) {
-  refuse_redlock(h);
-  const auto& n = *h.names;
-  const std::string_view keys[] = {n.name, n.aux_key1.empty() ? n.name : n.aux_key1};
-  const auto r = h.core->call(info_script(), n.name, keys, {});
+// The script's answer {exists, free, server time, id1, expiry1, ...} as semaphore_info, waiters
+// not counted yet.
+semaphore_info parse_info(const reply& r) {
   semaphore_info info;
   info.exists = r.at(0).integer() == 1;
   info.available = r.at(1).integer();
@@ -87,9 +79,35 @@ semaphore_info read_info(const detail::lock_handle& h) {
     if (left.count() == 0) ++info.available;
     info.leased.emplace_back(detail::to_hex(e[i].str()), left);
   }
-  const std::string_view numsub[] = {"PUBSUB", h.core->topo().numsub_command(), n.channel};
-  info.waiters = h.core->command(n.channel, numsub).at(1).integer();
   return info;
+}
+
+// Reads the semaphore (info_script), without its waiters. Throws errc::invalid_argument over
+// RedLock, having sent nothing.
+void read_permits(const detail::lock_handle& h, detail::result_callback<semaphore_info> done) {
+  refuse_redlock(h);
+  const auto& n = *h.names;
+  const std::string_view keys[] = {n.name, n.aux_key1.empty() ? n.name : n.aux_key1};
+  h.core->call_async(info_script(), n.name, keys, {},
+                     detail::to_result<semaphore_info>(parse_info, std::move(done)));
+}
+
+// The whole picture: the permits, then the clients subscribed to the channel (waiters).
+void read_all(const std::shared_ptr<detail::lock_handle>& h,
+              detail::result_callback<semaphore_info> done) {
+  read_permits(*h, [h, done = std::move(done)](call_result<semaphore_info> r) {
+    if (r.error) return detail::deliver(done, std::move(r));
+    const auto& n = *h->names;
+    const std::string_view numsub[] = {"PUBSUB", h->core->topo().numsub_command(), n.channel};
+    h->core->command_async(n.channel, numsub,
+                           detail::to_result<semaphore_info>(
+                               [info = std::move(r.value)](const reply& subscribed) {
+                                 auto out = info;
+                                 out.waiters = subscribed.at(1).integer();
+                                 return out;
+                               },
+                               std::move(done)));
+  });
 }
 
 // Releases the permits whose ids `permit_id` holds (hex), from any process; `done` learns whether
@@ -112,93 +130,147 @@ void release_by_id(const detail::lock_handle& h, std::string_view permit_id,
       detail::to_result<bool>([](const reply& r) { return r.is_integer(); }, std::move(done)));
 }
 
-void require_count(std::int64_t permits, bool allow_negative) {
-  if (permits < 0 && !allow_negative) {
-    throw error(errc::invalid_argument, "a permit count cannot be negative");
-  }
+// The calls below as starts (one_call.hpp): each closure holds what its call needs, the
+// semaphore's handle and the arguments, and starts it with `done`; it may throw dlock::error,
+// having sent nothing. The blocking form waits for it, the callback form reports through `done`,
+// the awaitable starts it when awaited.
+using handle_ptr = std::shared_ptr<detail::lock_handle>;
+
+auto set_permits(handle_ptr h, std::int64_t permits) {
+  return [h = std::move(h), permits](detail::result_callback<bool> done) {
+    if (permits < 0) throw error(errc::invalid_argument, "a permit count cannot be negative");
+    change_permits(*h, permits, "set", std::move(done));
+  };
+}
+
+auto add_permits_to(handle_ptr h, std::int64_t permits) {
+  return [h = std::move(h), permits](detail::result_callback<void> done) {
+    change_permits(*h, permits, "add", [done = std::move(done)](call_result<bool> r) {
+      detail::deliver<void>(done, {r.error, std::move(r.message)});
+    });
+  };
+}
+
+auto give_back_permits(handle_ptr h, std::int64_t permits) {
+  return [h = std::move(h), permits](detail::result_callback<void> done) {
+    give_back(*h, permits, std::move(done));
+  };
+}
+
+auto release_permit(handle_ptr h, std::string_view permit_id) {
+  return [h = std::move(h), id = std::string(permit_id)](detail::result_callback<bool> done) {
+    release_by_id(*h, id, std::move(done));
+  };
+}
+
+auto count_free(handle_ptr h) {
+  return [h = std::move(h)](detail::result_callback<std::int64_t> done) {
+    read_permits(*h, [done = std::move(done)](call_result<semaphore_info> r) {
+      detail::deliver<std::int64_t>(done, {r.value.available, r.error, std::move(r.message)});
+    });
+  };
+}
+
+auto read_info(handle_ptr h) {
+  return [h = std::move(h)](detail::result_callback<semaphore_info> done) {
+    read_all(h, std::move(done));
+  };
 }
 
 }  // namespace
 
+// ---- basic_semaphore ----
+
+bool basic_semaphore::try_set_permits(std::int64_t permits) {
+  return detail::wait_for_result<bool>(handle_->core->io(), set_permits(handle_, permits));
+}
+
+void basic_semaphore::try_set_permits_async(std::int64_t permits,
+                                            std::function<void(call_result<bool>)> done) noexcept {
+  detail::start_or_report<bool>(handle_->core->io(), std::move(done),
+                                set_permits(handle_, permits));
+}
+
+call_awaitable<bool> basic_semaphore::try_set_permits_async(std::int64_t permits) {
+  return detail::awaitable_factory::call<bool>(set_permits(handle_, permits));
+}
+
+void basic_semaphore::add_permits(std::int64_t permits) {
+  detail::wait_for_result<void>(handle_->core->io(), add_permits_to(handle_, permits));
+}
+
+void basic_semaphore::add_permits_async(std::int64_t permits,
+                                        std::function<void(call_result<void>)> done) noexcept {
+  detail::start_or_report<void>(handle_->core->io(), std::move(done),
+                                add_permits_to(handle_, permits));
+}
+
+call_awaitable<void> basic_semaphore::add_permits_async(std::int64_t permits) {
+  return detail::awaitable_factory::call<void>(add_permits_to(handle_, permits));
+}
+
+std::int64_t basic_semaphore::available() const {
+  return detail::wait_for_result<std::int64_t>(handle_->core->io(), count_free(handle_));
+}
+
+void basic_semaphore::available_async(
+    std::function<void(call_result<std::int64_t>)> done) const noexcept {
+  detail::start_or_report<std::int64_t>(handle_->core->io(), std::move(done), count_free(handle_));
+}
+
+call_awaitable<std::int64_t> basic_semaphore::available_async() const {
+  return detail::awaitable_factory::call<std::int64_t>(count_free(handle_));
+}
+
+semaphore_info basic_semaphore::info() const {
+  return detail::wait_for_result<semaphore_info>(handle_->core->io(), read_info(handle_));
+}
+
+void basic_semaphore::info_async(
+    std::function<void(call_result<semaphore_info>)> done) const noexcept {
+  detail::start_or_report<semaphore_info>(handle_->core->io(), std::move(done), read_info(handle_));
+}
+
+call_awaitable<semaphore_info> basic_semaphore::info_async() const {
+  return detail::awaitable_factory::call<semaphore_info>(read_info(handle_));
+}
+
+// ---- semaphore ----
+
 semaphore::semaphore(std::shared_ptr<lock_core> core, std::string name)
-    : basic_lock(std::move(core), std::move(name), detail::semaphore_kind()) {}
-
-bool semaphore::try_set_permits(std::int64_t permits) {
-  require_count(permits, false);
-  return change_permits(*handle_, permits, "set");
-}
-
-void semaphore::add_permits(std::int64_t permits) {
-  change_permits(*handle_, permits, "add");
-}
+    : basic_semaphore(std::move(core), std::move(name), detail::semaphore_kind()) {}
 
 void semaphore::release(std::int64_t permits) {
-  detail::wait_for_result<void>(handle_->core->io(), [&](detail::result_callback<void> done) {
-    give_back(*handle_, permits, std::move(done));
-  });
+  detail::wait_for_result<void>(handle_->core->io(), give_back_permits(handle_, permits));
 }
 
 void semaphore::release_async(std::int64_t permits,
                               std::function<void(call_result<void>)> done) noexcept {
-  detail::start_or_report<void>(
-      handle_->core->io(), std::move(done),
-      [&](detail::result_callback<void> d) { give_back(*handle_, permits, std::move(d)); });
+  detail::start_or_report<void>(handle_->core->io(), std::move(done),
+                                give_back_permits(handle_, permits));
 }
 
 call_awaitable<void> semaphore::release_async(std::int64_t permits) {
-  return detail::awaitable_factory::call<void>(
-      [h = handle_, permits](detail::result_callback<void> done) {
-        give_back(*h, permits, std::move(done));
-      });
+  return detail::awaitable_factory::call<void>(give_back_permits(handle_, permits));
 }
 
-std::int64_t semaphore::available() const {
-  return read_info(*handle_).available;
-}
-
-semaphore_info semaphore::info() const {
-  return read_info(*handle_);
-}
+// ---- leased_semaphore ----
 
 leased_semaphore::leased_semaphore(std::shared_ptr<lock_core> core, std::string name)
-    : basic_lock(std::move(core), std::move(name), detail::leased_semaphore_kind()) {}
-
-bool leased_semaphore::try_set_permits(std::int64_t permits) {
-  require_count(permits, false);
-  return change_permits(*handle_, permits, "set");
-}
-
-void leased_semaphore::add_permits(std::int64_t permits) {
-  change_permits(*handle_, permits, "add");
-}
+    : basic_semaphore(std::move(core), std::move(name), detail::leased_semaphore_kind()) {}
 
 bool leased_semaphore::release(std::string_view permit_id) {
-  return detail::wait_for_result<bool>(handle_->core->io(),
-                                       [&](detail::result_callback<bool> done) {
-                                         release_by_id(*handle_, permit_id, std::move(done));
-                                       });
+  return detail::wait_for_result<bool>(handle_->core->io(), release_permit(handle_, permit_id));
 }
 
 void leased_semaphore::release_async(std::string_view permit_id,
                                      std::function<void(call_result<bool>)> done) noexcept {
-  detail::start_or_report<bool>(
-      handle_->core->io(), std::move(done),
-      [&](detail::result_callback<bool> d) { release_by_id(*handle_, permit_id, std::move(d)); });
+  detail::start_or_report<bool>(handle_->core->io(), std::move(done),
+                                release_permit(handle_, permit_id));
 }
 
 call_awaitable<bool> leased_semaphore::release_async(std::string_view permit_id) {
-  return detail::awaitable_factory::call<bool>(
-      [h = handle_, id = std::string(permit_id)](detail::result_callback<bool> done) {
-        release_by_id(*h, id, std::move(done));
-      });
-}
-
-std::int64_t leased_semaphore::available() const {
-  return read_info(*handle_).available;
-}
-
-semaphore_info leased_semaphore::info() const {
-  return read_info(*handle_);
+  return detail::awaitable_factory::call<bool>(release_permit(handle_, permit_id));
 }
 
 semaphore client::semaphore(std::string name) const {

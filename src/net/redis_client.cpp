@@ -34,7 +34,7 @@ void forbid_io_thread(const redis_client::impl& impl) {
   if (impl.io.in_io_thread()) {
     throw error(errc::invalid_argument,
                 "a synchronous call from the client's I/O thread (inside a callback) would wait "
-                "for itself; use the _async form there");
+                "for itself; make this Redis command from another thread");
   }
 }
 
