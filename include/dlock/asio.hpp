@@ -42,7 +42,9 @@
 #include <vector>
 
 #include "dlock/async.hpp"
+#include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fencing.hpp"
 #include "dlock/latch.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
@@ -645,6 +647,19 @@ template <class CompletionToken>
 auto async_remove(const countdown_latch& latch, CompletionToken&& token) {
   return detail::async_call<bool>([latch](auto done) { latch.remove_async(std::move(done)); },
                                   std::forward<CompletionToken>(token));
+}
+
+/// `dlock::fenced_set` through a dlock client; completion signature `void(std::error_code,
+/// dlock::fenced_write_result)` (a rejected stale write is no error: `written` is false). The
+/// client (a handle), the key and the value are copied.
+template <class CompletionToken>
+auto async_fenced_set(const client& c, std::string_view key, std::string_view value,
+                      std::uint64_t fence, CompletionToken&& token) {
+  return detail::async_call<fenced_write_result>(
+      [c, key = std::string(key), value = std::string(value), fence](auto done) {
+        dlock::fenced_set_async(c, key, value, fence, std::move(done));
+      },
+      std::forward<CompletionToken>(token));
 }
 
 }  // namespace dlock

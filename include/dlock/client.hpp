@@ -29,7 +29,8 @@ class simple_lock;
 
 namespace detail {
 class lock_core;
-}
+struct client_access;
+}  // namespace detail
 
 /// Where the master is when Redis runs under Sentinel.
 struct sentinel_options {
@@ -231,8 +232,7 @@ class DLOCK_API client {
   const client_options& options() const noexcept;
 
  private:
-  friend DLOCK_API fenced_write_result fenced_set(const client& c, std::string_view key,
-                                                  std::string_view value, std::uint64_t fence);
+  friend struct detail::client_access;  // the fenced writes (fencing.cpp)
   std::shared_ptr<detail::lock_core> core_;
 };
 

@@ -4,8 +4,11 @@
 #include "dlock/export.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+
+#include "dlock/async.hpp"
 
 namespace dlock {
 
@@ -32,6 +35,20 @@ DLOCK_API fenced_write_result fenced_set(redis_client& redis, std::string_view k
 /// master, or the cluster master owning its slot, following redirects).
 DLOCK_API fenced_write_result fenced_set(const client& c, std::string_view key,
                                          std::string_view value, std::uint64_t fence);
+/// `fenced_set` through a dlock client without parking a thread: returns at once, and `done`
+/// runs once, on the client's I/O thread, with the outcome or the error `fenced_set` would have
+/// thrown. Never throws; safe on the I/O thread (inside a completion, after a `co_await`),
+/// where the blocking form is refused. Do not block in `done`.
+DLOCK_API void fenced_set_async(
+    const client& c, std::string_view key, std::string_view value, std::uint64_t fence,
+    std::function<void(call_result<fenced_write_result>)> done) noexcept;
+/// The same for a C++20 coroutine: `auto r = co_await dlock::fenced_set_async(c, key, value,
+/// held.fence());`, with `call_awaitable`'s rules (sent when awaited; continues on the I/O
+/// thread). The key and value are copied.
+[[nodiscard]] DLOCK_API call_awaitable<fenced_write_result> fenced_set_async(const client& c,
+                                                                             std::string_view key,
+                                                                             std::string_view value,
+                                                                             std::uint64_t fence);
 
 /// Where the newest token for `key` is kept: "dlock_fence:{key}" (the key as is when it already
 /// has a hash tag), in the same cluster slot as `key`.

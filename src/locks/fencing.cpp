@@ -4,7 +4,9 @@
 #include "dlock/error.hpp"
 #include "dlock/redis/client.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
+#include "locks/one_call.hpp"
 
 namespace dlock {
 
@@ -48,14 +50,51 @@ fenced_write_result fenced_set(redis_client& redis, std::string_view key, std::s
   return result_of(redis.eval(fenced_set_script(), {key, record}, {token, value}));
 }
 
+struct detail::client_access {
+  static const std::shared_ptr<lock_core>& core(const client& c) { return c.core_; }
+};
+
+namespace {
+
 // Through the client's topology, so that on a cluster it reaches the key's slot.
-fenced_write_result fenced_set(const client& c, std::string_view key, std::string_view value,
-                               std::uint64_t fence) {
+void write_fenced(detail::lock_core& core, std::string_view key, std::string_view value,
+                  std::uint64_t fence, detail::result_callback<fenced_write_result> done) {
   const std::string record = fence_record_key(key);
   const std::string token = std::to_string(fence);
   const std::string_view keys[] = {key, record};
   const std::string_view args[] = {token, value};
-  return result_of(c.core_->call(fenced_set_script(), key, keys, args));
+  core.call_async(fenced_set_script(), key, keys, args,
+                  detail::to_result<fenced_write_result>(result_of, std::move(done)));
+}
+
+}  // namespace
+
+fenced_write_result fenced_set(const client& c, std::string_view key, std::string_view value,
+                               std::uint64_t fence) {
+  auto& core = *detail::client_access::core(c);
+  return detail::wait_for_result<fenced_write_result>(
+      core.io(), [&](detail::result_callback<fenced_write_result> done) {
+        write_fenced(core, key, value, fence, std::move(done));
+      });
+}
+
+void fenced_set_async(const client& c, std::string_view key, std::string_view value,
+                      std::uint64_t fence,
+                      std::function<void(call_result<fenced_write_result>)> done) noexcept {
+  auto& core = *detail::client_access::core(c);
+  detail::start_or_report<fenced_write_result>(
+      core.io(), std::move(done), [&](detail::result_callback<fenced_write_result> d) {
+        write_fenced(core, key, value, fence, std::move(d));
+      });
+}
+
+call_awaitable<fenced_write_result> fenced_set_async(const client& c, std::string_view key,
+                                                     std::string_view value, std::uint64_t fence) {
+  return detail::awaitable_factory::call<fenced_write_result>(
+      [core = detail::client_access::core(c), key = std::string(key), value = std::string(value),
+       fence](detail::result_callback<fenced_write_result> done) {
+        write_fenced(*core, key, value, fence, std::move(done));
+      });
 }
 
 }  // namespace dlock

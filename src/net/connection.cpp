@@ -437,16 +437,23 @@ void connection::on_deadline_timer() {
       const auto limit =
           std::max<clock::duration>(options_.command_timeout, oldest.deadline - oldest.written);
       const auto stall_at = std::max(last_read_at_, oldest.written) + limit;
-      stalled = now >= stall_at;
+      // A command that expires after a default timeout of silence expires a hair before the
+      // stall is due (it was submitted before it was written): judged together, so that the
+      // connection is dropped before its callers hear of the timeout (below).
+      const auto hair = expired.empty() ? clock::duration::zero() : options_.command_timeout / 64;
+      stalled = now + hair >= stall_at;
       if (!stalled) next = std::min(next, stall_at);
     }
     timer_at_ = next;
   }
   arm_deadline_timer();
+  // A stalled connection is dropped before the expired callers hear of their timeouts: a caller
+  // that sends again at once then waits for the reconnect, instead of writing to a connection
+  // about to fail everything in flight with connection_lost.
+  if (stalled && state_ == state::ready) connection_failed(errc::connection_lost);
   counters_.timeouts.fetch_add(expired.size(), std::memory_order_relaxed);
   for (auto& done : expired)
     done(errc::timeout, {});
-  if (stalled && state_ == state::ready) connection_failed(errc::connection_lost);
 }
 
 // Pub/sub connections carry no replies to wait for: after a command timeout of silence they send

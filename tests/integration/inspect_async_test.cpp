@@ -89,6 +89,10 @@ TEST_F(InspectAsync, AFairLocksInfoListsItsQueueAndItsForceUnlockWakesTheFirstIn
   client b(url());
   auto waiting = b.fair(key("f")).acquire_future(30s);
   wait_until([&] { return fair.queue().size() == 1; });
+  // Its own channel is live: the wake-up can only come as a message now.
+  raw_redis raw(server().port());
+  const auto channel = joined("redisson_lock__channel:{", key("f"), "}:") + fair.queue().at(0);
+  wait_until([&] { return raw({"PUBSUB", "NUMSUB", channel}).at(1).integer() == 1; });
   std::promise<called<lock_info>> info;
   fair.info_async(into(info, a.simple(key("p"))));
   auto got = settle(info.get_future());
@@ -326,6 +330,80 @@ TEST_F(InspectAsync, ALatchIsSetCountedAndRemovedAndTheRemovalOpensItsWaiters) {
   latch.remove_async(into(twice, c.simple(key("p"))));
   EXPECT_FALSE(settle(twice.get_future()).result.value) << "gone already";
   EXPECT_EQ(raw({"EXISTS", key("l")}).integer(), 0);
+}
+
+// ---- a stalled server, a client dropped mid-call ----
+
+TEST_F(InspectAsync, AStalledServerEndsEachCallWithTimeoutAndTheClientRecovers) {
+  auto o = client_options::from_url(url());
+  o.connection.command_timeout = 300ms;
+  client c(o);
+  auto sem = c.semaphore(key("s"));
+  ASSERT_TRUE(sem.try_set_permits(1));
+  server().pause();
+  std::promise<called<semaphore_info>> info;
+  std::promise<called<lock_info>> removed;
+  sem.info_async(into(info, c.simple(key("p"))));
+  c.simple(key("l")).force_unlock_async(force_unlock_check::layout_and_expiry,
+                                        into(removed, c.simple(key("p"))));
+  auto timed_out = settle(info.get_future());
+  auto not_removed = settle(removed.get_future());
+  server().resume();
+  // The first call to time out may cost its connection: a call behind it on that connection
+  // then ends with connection_lost.
+  EXPECT_EQ(timed_out.result.error, errc::timeout) << timed_out.result.message;
+  EXPECT_TRUE(not_removed.result.error == errc::timeout ||
+              not_removed.result.error == errc::connection_lost)
+      << not_removed.result.message;
+  EXPECT_EQ(sem.available(), 1) << "the late replies were discarded; later calls get their own";
+}
+
+TEST_F(InspectAsync, ACallSentFromATimeoutsCompletionWaitsForTheReconnectAndSucceeds) {
+  auto o = client_options::from_url(url());
+  o.connection.command_timeout = 1s;
+  o.command_connections = 1;  // the call sent from the completion goes where the stall was
+  client c(o);
+  auto sem = c.semaphore(key("s"));
+  ASSERT_TRUE(sem.try_set_permits(2));
+  std::promise<call_result<semaphore_info>> first;
+  std::promise<call_result<std::int64_t>> second;
+  server().pause();
+  sem.info_async([&](call_result<semaphore_info> r) {
+    // The stalled connection is dropped before this runs, so this call waits for the next one
+    // rather than failing with it.
+    sem.available_async([&](call_result<std::int64_t> n) { second.set_value(n); });
+    first.set_value(r);
+  });
+  auto timed_out = settle(first.get_future());
+  server().resume();
+  EXPECT_EQ(timed_out.error, errc::timeout) << timed_out.message;
+  auto n = settle(second.get_future());
+  EXPECT_FALSE(n.error) << n.message;
+  EXPECT_EQ(n.value, 2);
+}
+
+TEST_F(InspectAsync, ACallInFlightWhenTheClientsLastHandleGoesEndsOnceWithAnError) {
+  std::promise<call_result<lock_info>> info;
+  std::promise<call_result<std::int64_t>> count;
+  {
+    auto o = client_options::from_url(url());
+    o.connection.command_timeout = 300ms;
+    client c(o);
+    EXPECT_FALSE(c.reentrant(key("l")).is_locked());  // connected
+    server().pause();
+    c.reentrant(key("l")).info_async([&](call_result<lock_info> r) { info.set_value(r); });
+    c.latch(key("latch")).count_async([&](call_result<std::int64_t> r) { count.set_value(r); });
+  }  // the client, the lock and the latch go while both calls wait for the server
+  // A pending call does not keep the client open: it ends once (a second completion would throw
+  // from set_value), failed by the teardown or by its command timeout, whichever comes first.
+  auto i = settle(info.get_future());
+  auto n = settle(count.get_future());
+  server().resume();
+  const auto ended = [](std::error_code ec) {
+    return ec == errc::client_closed || ec == errc::timeout || ec == errc::connection_lost;
+  };
+  EXPECT_TRUE(ended(i.error)) << i.message;
+  EXPECT_TRUE(ended(n.error)) << n.message;
 }
 
 // ---- the awaitables ----

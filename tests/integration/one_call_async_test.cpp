@@ -1,8 +1,8 @@
 // The calls that take one round trip, without parking a thread: lease::extend_async,
 // semaphore::release_async(n), leased_semaphore::release_async(id),
-// countdown_latch::count_down_async, and a latch's wait as a C++20 awaitable and an asio
-// operation. Against real servers: each asynchronous form does what its blocking form does
-// (the same server state, the same errors with the server's words), completes on the client's
+// countdown_latch::count_down_async, fenced_set_async, and a latch's wait as a C++20 awaitable
+// and an asio operation. Against real servers: each asynchronous form does what its blocking form
+// does (the same server state, the same errors with the server's words), completes on the client's
 // I/O thread (or the asio handler's executor), works where blocking calls are refused (inside a
 // completion), and sends nothing for an argument error.
 #include <gtest/gtest.h>
@@ -343,6 +343,51 @@ TEST_F(OneCallAsyncOverRedLock, ExtendAsksTheMajorityAndCountsAndPermitsAreRefus
   EXPECT_EQ(settle(counted.get_future()).result.error, errc::invalid_argument);
 }
 
+// ---- fenced writes ----
+
+TEST_F(OneCallAsync, AFencedWriteLandsForTheHolderAndAStaleHoldersIsRejected) {
+  raw_redis raw(server().port());
+  client c(url());
+  auto old_holder = c.simple(key("l")).try_acquire({.lease_time = 30s});
+  ASSERT_TRUE(old_holder);
+  const auto old_fence = old_holder.fence();
+  std::promise<called<fenced_write_result>> first;
+  fenced_set_async(c, key("data"), "v1", old_fence, into(first, c.simple(key("p"))));
+  auto wrote = settle(first.get_future());
+  ASSERT_FALSE(wrote.result.error) << wrote.result.message;
+  EXPECT_TRUE(wrote.result.value.written);
+  EXPECT_EQ(wrote.result.value.highest, old_fence);
+  EXPECT_TRUE(wrote.on_io_thread);
+  EXPECT_TRUE(old_holder.release());
+
+  auto new_holder = c.simple(key("l")).try_acquire({.lease_time = 30s});
+  ASSERT_TRUE(new_holder);
+  struct seen {
+    fenced_write_result newer, stale;
+  } s;
+  std::promise<void> done;
+  auto write_both = [&]() -> spawned {
+    s.newer = co_await fenced_set_async(c, key("data"), "v2", new_holder.fence());
+    s.stale = co_await fenced_set_async(c, key("data"), "stale", old_fence);
+    done.set_value();
+  };
+  write_both();
+  settle(done.get_future());
+  EXPECT_TRUE(s.newer.written);
+  EXPECT_FALSE(s.stale.written);
+  EXPECT_EQ(s.stale.highest, new_holder.fence());
+  EXPECT_EQ(raw({"GET", key("data")}).str(), "v2") << "the stale write changed nothing";
+
+  // A fence record that is not a token: refused in the server's words, nothing written.
+  raw({"RPUSH", fence_record_key(key("other")), "x"});
+  std::promise<called<fenced_write_result>> wrong;
+  fenced_set_async(c, key("other"), "v", new_holder.fence(), into(wrong, c.simple(key("p"))));
+  auto refused = settle(wrong.get_future());
+  EXPECT_EQ(refused.result.error, errc::wrong_type) << refused.result.message;
+  EXPECT_EQ(raw({"EXISTS", key("other")}).integer(), 0);
+  EXPECT_TRUE(new_holder.release());
+}
+
 // ---- latches ----
 
 TEST_F(OneCallAsync, CountDownsYieldTheCountLeftAndTheLastOpensAWaitingCoroutine) {
@@ -468,6 +513,7 @@ TEST_F(OneCallAsync, AsioOperationsRunOnTheCoroutinesThreadWithDlockErrorCodes) 
   bool extended = false, by_id = false, reached_early = true, reached = false;
   std::int64_t left = -1;
   std::error_code zero_permits, empty_lease;
+  fenced_write_result fenced;
   bool all_on_runner = true;
   asio::co_spawn(
       runner.io,
@@ -497,6 +543,9 @@ TEST_F(OneCallAsync, AsioOperationsRunOnTheCoroutinesThreadWithDlockErrorCodes) 
         co_await dlock::async_count_down(latch, asio::use_awaitable);
         reached = co_await dlock::async_wait(latch, 10s, asio::use_awaitable);
         on_runner();
+        fenced = co_await dlock::async_fenced_set(c, key("data"), "v", held.fence(),
+                                                  asio::use_awaitable);
+        on_runner();
       },
       [&](std::exception_ptr e) {
         EXPECT_FALSE(e);
@@ -513,6 +562,8 @@ TEST_F(OneCallAsync, AsioOperationsRunOnTheCoroutinesThreadWithDlockErrorCodes) 
   EXPECT_EQ(left, 1);
   EXPECT_EQ(empty_lease, errc::lease_lost);
   EXPECT_TRUE(reached);
+  EXPECT_TRUE(fenced.written);
+  EXPECT_EQ(raw({"GET", key("data")}).str(), "v");
   EXPECT_TRUE(held.release());
 }
 #endif  // ASIO_HAS_CO_AWAIT
