@@ -367,8 +367,7 @@ struct initiate_call {
   }
 };
 
-/// `asio::async_initiate` for such a call: completion signature `void(std::error_code, T)`, or
-/// `void(std::error_code)` for void.
+/// Such a call's completion signature: `void(std::error_code, T)`, or `void(std::error_code)`.
 template <class T>
 struct call_signature {
   using type = void(std::error_code, T);
@@ -378,6 +377,7 @@ struct call_signature<void> {
   using type = void(std::error_code);
 };
 
+/// `asio::async_initiate` for such a call.
 template <class T, class CompletionToken, class Start>
 auto async_call(Start start, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, typename call_signature<T>::type>(

@@ -278,7 +278,7 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// server errors.
   lock_info force_unlock(force_unlock_check check = force_unlock_check::layout_and_expiry) const;
   /// `force_unlock` without parking a thread, as `is_locked_async`; a key that is not a lock
-  /// comes through `done` as errc::wrong_type, deleted by nothing.
+  /// comes through `done` as errc::wrong_type, and nothing is deleted.
   void force_unlock_async(force_unlock_check check,
                           std::function<void(call_result<lock_info>)> done) const noexcept;
   /// `co_await lock.force_unlock_async()`, as `is_locked_async`.

@@ -262,12 +262,6 @@ void lock_core::call_async(const script& s, std::string_view key,
                   std::move(done));
 }
 
-reply lock_core::call(const script& s, std::string_view key, std::span<const std::string_view> keys,
-                      std::span<const std::string_view> args) {
-  return wait_for_reply(
-      [&](net::reply_callback done) { call_async(s, key, keys, args, std::move(done)); });
-}
-
 void refuse_blocking_on(net::io_thread& io) {
   if (io.in_io_thread()) {
     throw error(errc::invalid_argument,

@@ -168,10 +168,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// Runs one script call on the node that serves `key`; `done` gets the reply on the I/O thread.
   void call_async(const script& s, std::string_view key, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, net::reply_callback done);
-  /// The same, waiting for the reply. Throws dlock::error with the server's text, or
-  /// errc::invalid_argument on the I/O thread.
-  reply call(const script& s, std::string_view key, std::span<const std::string_view> keys,
-             std::span<const std::string_view> args);
   /// Runs one script call on every node that serves `key` (RedLock: every master) at once;
   /// `done` gets one (error, reply) per node, in the nodes' order, once all have answered.
   void call_each_async(const script& s, std::string_view key,
