@@ -28,7 +28,8 @@ struct fenced_write_result {
 /// that protects `key`: a holder that was paused past its lease and resumes still has its old,
 /// smaller token, and its write is rejected once the next holder has written. One atomic
 /// script. Throws `dlock::error` (errc::timeout, connection_lost, server_error) when the server
-/// cannot be asked; a rejection is not an error.
+/// cannot be asked, and errc::wrong_type, writing nothing, when the record of the newest token
+/// (`fence_record_key(key)`) holds something that is not a token; a rejection is not an error.
 DLOCK_API fenced_write_result fenced_set(redis_client& redis, std::string_view key,
                                          std::string_view value, std::uint64_t fence);
 /// The same through a dlock client: it reaches the node that serves `key` (the current Sentinel

@@ -385,6 +385,15 @@ TEST_F(OneCallAsync, AFencedWriteLandsForTheHolderAndAStaleHoldersIsRejected) {
   auto refused = settle(wrong.get_future());
   EXPECT_EQ(refused.result.error, errc::wrong_type) << refused.result.message;
   EXPECT_EQ(raw({"EXISTS", key("other")}).integer(), 0);
+  raw({"SET", fence_record_key(key("third")), "not a token"});
+  std::promise<called<fenced_write_result>> text;
+  fenced_set_async(c, key("third"), "v", new_holder.fence(), into(text, c.simple(key("p"))));
+  auto not_a_token = settle(text.get_future());
+  EXPECT_EQ(not_a_token.result.error, errc::wrong_type);
+  EXPECT_EQ(not_a_token.result.message,
+            "WRONGTYPE the fence record holds a string that is not a token");
+  EXPECT_EQ(raw({"EXISTS", key("third")}).integer(), 0) << "nothing written";
+  EXPECT_EQ(raw({"GET", fence_record_key(key("third"))}).str(), "not a token");
   EXPECT_TRUE(new_holder.release());
 }
 

@@ -7,7 +7,15 @@ local token = tonumber(ARGV[1])
 if token == nil then
   return redis.error_reply('ERR fencing token must be an integer')
 end
-local highest = tonumber(redis.call('get', KEYS[2]) or '-1')
+local recorded = redis.call('get', KEYS[2])
+local highest = -1
+if recorded then
+  highest = tonumber(recorded)
+  if highest == nil then
+    -- Someone else's string under our record's name: refuse rather than guess, write nothing.
+    return redis.error_reply('WRONGTYPE the fence record holds a string that is not a token')
+  end
+end
 if token < highest then
   return {0, highest}
 end
