@@ -8,18 +8,29 @@
 // server across a network they never do, and polling would burn a core for nothing. So the
 // window opens only while the recent round trips (a moving average) are within the limit.
 //
-// Nor does it pay for callers that pipeline: a reply that came back while other commands were
-// still in flight on its connection means the I/O thread has more to read soon anyway, and
+// Nor does it pay for a few callers that pipeline: a reply that came back while other commands
+// were still in flight on its connection means the I/O thread has more to read soon anyway, and
 // polling then only takes a vCPU from the callers and the server (a release sent without
 // waiting, then the next acquisition: 23-30 % slower at 1 and 4 threads when such replies
 // counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
 // shuts the window at once, until a few replies that came back alone open it again.
+//
+// Under load it pays again: with many commands in flight (16 async chains, say), each reply's
+// round trip is long, queued behind the others, but the I/O thread's next event (the next burst
+// of replies) may be due within microseconds, and sleeping between bursts costs each burst a
+// wake-up. So the window also opens while replies come back with `loaded_in_flight` or more
+// others in flight, provided the I/O thread's recent waits for its next event (a moving average
+// the thread reports, counted from when it has nothing left to run) are within the limit: a
+// loaded client of a distant server, whose bursts come far apart, still sleeps.
+// (docs/benchmarks.md 0.0h: 16 async chains +15 %, the other rows level; through a proxy adding
+// 1 ms each way, the I/O thread's CPU unchanged.)
 //
 // Decisions only; io_thread acts on them.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 
 namespace dlock::net {
 
@@ -30,27 +41,50 @@ class busy_poll_policy {
 
   bool enabled() const noexcept { return limit_.count() > 0; }
 
-  /// One reply came back `round_trip` after its command was written; `others_in_flight`: its
-  /// connection still had commands in flight when it came.
-  void note_reply(std::chrono::nanoseconds round_trip, bool others_in_flight) noexcept {
-    if (!enabled()) return;  // nothing reads the average
+  /// From this many other commands in flight on a reply's connection, the client is loaded.
+  static constexpr std::size_t loaded_in_flight = 4;
+
+  /// One reply came back `round_trip` after its command was written; `others_in_flight`: how
+  /// many commands its connection still had in flight when it came.
+  void note_reply(std::chrono::nanoseconds round_trip, std::size_t others_in_flight) noexcept {
+    if (!enabled()) return;  // nothing reads the averages
     // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
-    if (others_in_flight) round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
+    if (others_in_flight > 0)
+      round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
     // An exponential moving average with weight 1/4: a few slow replies close the window (one
     // that had others in flight closes it at once), a few fast ones open it again.
     average_ += (round_trip - average_) / 4;
+    // Load rises fast and falls slowly, so that a lull of a few lightly loaded replies between
+    // bursts does not shut the window.
+    load_ = others_in_flight >= loaded_in_flight ? std::min(load_ + 4, max_load)
+                                                 : std::max(load_ - 1, 0);
   }
 
-  /// How long to poll before sleeping: `limit` while the average round trip is within it, else
-  /// zero.
+  /// True while replies come back with many others in flight: the I/O thread then reports its
+  /// waits (note_wait).
+  bool loaded() const noexcept { return load_ > 0; }
+
+  /// The I/O thread, with nothing left to run, waited `wait` for its next event (polling,
+  /// sleeping, or both).
+  void note_wait(std::chrono::nanoseconds wait) noexcept {
+    if (!enabled()) return;
+    wait_average_ += (wait - wait_average_) / 4;
+  }
+
+  /// How long to poll before sleeping: `limit` while the average round trip is within it, or
+  /// while loaded and the average wait for the next event is within it; else zero.
   std::chrono::nanoseconds window() const noexcept {
-    if (limit_.count() == 0 || average_ > limit_) return std::chrono::nanoseconds(0);
-    return limit_;
+    if (limit_.count() == 0) return std::chrono::nanoseconds(0);
+    if (average_ <= limit_ || (load_ > 0 && wait_average_ <= limit_)) return limit_;
+    return std::chrono::nanoseconds(0);
   }
 
  private:
+  static constexpr int max_load = 16;
   std::chrono::nanoseconds limit_;
   std::chrono::nanoseconds average_{0};
+  std::chrono::nanoseconds wait_average_{0};
+  int load_ = 0;
 };
 
 }  // namespace dlock::net

@@ -358,7 +358,7 @@ void connection::dispatch(reply&& r) {
   }
   counters_.replies.fetch_add(1, std::memory_order_relaxed);
   pending p;
-  bool others_in_flight = false;
+  std::size_t others_in_flight = 0;
   {
     detail::unique_lock lock(mutex_);
     if (inflight_.empty()) {
@@ -368,7 +368,7 @@ void connection::dispatch(reply&& r) {
     }
     p = std::move(inflight_.front());
     inflight_.pop_front();
-    others_in_flight = !inflight_.empty();
+    others_in_flight = inflight_.size();
   }
   io_.note_reply(last_read_at_ - p.written, others_in_flight);
   if (p.finished) return;

@@ -16,7 +16,8 @@ namespace dlock::net {
 class io_thread {
  public:
   /// Starts the thread. `busy_poll`: how long it polls before it sleeps while replies come back
-  /// fast and alone (busy_poll.hpp); 0: it sleeps as soon as it has nothing to do. A
+  /// fast and alone, or while it is loaded and its events come close together (busy_poll.hpp);
+  /// 0: it sleeps as soon as it has nothing to do. A
   /// `dlock::client` passes client_options::busy_poll (50 us by default); a standalone
   /// `redis_client` keeps this default, 0.
   explicit io_thread(std::chrono::microseconds busy_poll = std::chrono::microseconds(0));
@@ -43,9 +44,9 @@ class io_thread {
     return result.get();
   }
 
-  /// A reply came back `round_trip` after its command was written, with other commands still
-  /// in flight on its connection or not. I/O thread only.
-  void note_reply(std::chrono::nanoseconds round_trip, bool others_in_flight) noexcept {
+  /// A reply came back `round_trip` after its command was written, with `others_in_flight`
+  /// commands still in flight on its connection. I/O thread only.
+  void note_reply(std::chrono::nanoseconds round_trip, std::size_t others_in_flight) noexcept {
     busy_poll_.note_reply(round_trip, others_in_flight);
   }
 

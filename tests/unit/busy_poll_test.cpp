@@ -1,6 +1,7 @@
 // When the I/O thread polls before it sleeps (client_options::busy_poll), without a thread or a
-// server: only while recent round trips come back within the limit, and replies come back alone
-// (no other command in flight on their connection).
+// server: while recent round trips come back within the limit and replies come back alone (no
+// other command in flight on their connection), or while the client is loaded (many commands in
+// flight) and the thread's next event comes within the limit.
 #include <gtest/gtest.h>
 
 #include "net/busy_poll.hpp"
@@ -11,7 +12,7 @@ using dlock::net::busy_poll_policy;
 using namespace std::chrono_literals;
 
 void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip,
-          bool others_in_flight = false) {
+          std::size_t others_in_flight = 0) {
   for (int i = 0; i < replies; ++i)
     p.note_reply(round_trip, others_in_flight);
 }
@@ -20,7 +21,7 @@ void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip,
 int replies_until(busy_poll_policy& p, std::chrono::nanoseconds round_trip, bool open) {
   int replies = 0;
   while ((p.window() != 0ns) != open && replies < 100) {
-    p.note_reply(round_trip, false);
+    p.note_reply(round_trip, 0);
     ++replies;
   }
   return replies;
@@ -56,7 +57,7 @@ TEST(BusyPoll, ARemoteServersRoundTripsStopItWithinAFewReplies) {
 TEST(BusyPoll, OneSlowReplyAmongFastOnesDoesNotStopIt) {
   busy_poll_policy p(50us);
   note(p, 20, 15us);
-  p.note_reply(120us, false);
+  p.note_reply(120us, 0);
   EXPECT_EQ(p.window(), 50us);
 }
 
@@ -73,7 +74,7 @@ TEST(BusyPoll, AReplyWithOthersInFlightShutsItAtOnce) {
   busy_poll_policy p(50us);
   note(p, 100, 10us);
   ASSERT_EQ(p.window(), 50us);
-  note(p, 1, 10us, true);  // pipelined callers: the next reply is coming anyway
+  note(p, 1, 10us, 1);  // pipelined callers: the next reply is coming anyway
   EXPECT_EQ(p.window(), 0ns);
 }
 
@@ -82,19 +83,82 @@ TEST(BusyPoll, CallersThatPipelineKeepItShut) {
   // other command in flight.
   busy_poll_policy p(50us);
   for (int i = 0; i < 50; ++i) {
-    note(p, 1, 20us, true);
-    note(p, 1, 20us, false);
+    note(p, 1, 20us, 1);
+    note(p, 1, 20us, 0);
     EXPECT_EQ(p.window(), 0ns) << "pair " << i;
   }
 }
 
 TEST(BusyPoll, LoneFastRepliesOpenItAgainAfterPipelinedOnes) {
   busy_poll_policy p(50us);
-  note(p, 20, 20us, true);
+  note(p, 20, 20us, 1);
   ASSERT_EQ(p.window(), 0ns);
   const int replies = replies_until(p, 20us, true);
   EXPECT_EQ(p.window(), 50us);
   EXPECT_LE(replies, 10);  // the excess over 20 us (380 us) shrinks by 3/4 a reply: 9 replies
+}
+
+// 16 callers on 2 connections: every reply is queued behind others (a long round trip), but
+// the next burst of replies comes within microseconds.
+void loaded_round(busy_poll_policy& p, std::chrono::nanoseconds wait) {
+  note(p, 8, 150us, busy_poll_policy::loaded_in_flight + 4);
+  p.note_wait(wait);
+}
+
+TEST(BusyPoll, ALoadedClientWhoseEventsComeCloseTogetherPolls) {
+  busy_poll_policy p(50us);
+  for (int i = 0; i < 50; ++i) {
+    loaded_round(p, 10us);
+    EXPECT_EQ(p.window(), 50us) << "round " << i;
+  }
+}
+
+TEST(BusyPoll, ALoadedClientOfADistantServerSleeps) {
+  busy_poll_policy p(50us);
+  int rounds = 0;
+  while (p.window() != 0ns && rounds < 100) {
+    loaded_round(p, 400us);  // bursts of replies 400 us apart
+    ++rounds;
+  }
+  EXPECT_LE(rounds, 2);
+  for (int i = 0; i < 50; ++i) {
+    loaded_round(p, 400us);
+    EXPECT_EQ(p.window(), 0ns) << "round " << i;
+  }
+}
+
+TEST(BusyPoll, ALullBetweenBurstsDoesNotShutItButTheEndOfTheLoadDoes) {
+  busy_poll_policy p(50us);
+  loaded_round(p, 10us);
+  note(p, 3, 150us, 1);  // a few replies with few others in flight: the burst's tail
+  EXPECT_EQ(p.window(), 50us);
+  note(p, 20, 150us, 1);  // callers that pipeline lightly: shut, as without load
+  EXPECT_EQ(p.window(), 0ns);
+}
+
+TEST(BusyPoll, WaitsDoNotOpenItWithoutLoad) {
+  busy_poll_policy p(50us);
+  note(p, 20, 1ms);  // a distant server, one caller
+  for (int i = 0; i < 20; ++i)
+    p.note_wait(5us);
+  EXPECT_EQ(p.window(), 0ns);
+}
+
+TEST(BusyPoll, ItIsLoadedOnlyWhileManyCommandsAreInFlight) {
+  busy_poll_policy p(50us);
+  EXPECT_FALSE(p.loaded());
+  note(p, 1, 150us, busy_poll_policy::loaded_in_flight - 1);
+  EXPECT_FALSE(p.loaded());
+  note(p, 1, 150us, busy_poll_policy::loaded_in_flight);
+  EXPECT_TRUE(p.loaded());
+  note(p, 10, 150us, 0);
+  EXPECT_FALSE(p.loaded());
+}
+
+TEST(BusyPoll, ZeroIgnoresLoadToo) {
+  busy_poll_policy p(0us);
+  loaded_round(p, 1us);
+  EXPECT_EQ(p.window(), 0ns);
 }
 
 }  // namespace
