@@ -360,8 +360,25 @@ TEST_F(Safety, ErrorsThatWaitingCannotFixAreTypedAndCarryTheServersText) {
     o.connection.user = user;
     o.connection.password = "pw";
     client c(o);
+    const std::string_view text =
+        user == std::string("noscripts") ? "NOPERM" : "can't run this command";
     expect_error([&] { c.reentrant(key("acl")).try_acquire_for(5s); }, errc::permission_denied,
-                 user == std::string("noscripts") ? "NOPERM" : "can't run this command");
+                 text);
+    // The simple lock writes its key before it draws the fence: a refused INCR must undo it.
+    expect_error([&] { c.simple(key("acl-simple")).try_acquire_for(5s); }, errc::permission_denied,
+                 text);
+    EXPECT_EQ(raw({"EXISTS", key("acl")}).integer(), 0) << user;
+    EXPECT_EQ(raw({"EXISTS", key("acl-simple")}).integer(), 0) << user;
+  }
+  // A fencing counter that holds something else: the simple lock's grant is undone too.
+  {
+    client c(url());
+    raw({"SET", keys_of_lock(key("bad-counter")).fence_counter, "not a number"});
+    for (const std::string kind : {"reentrant", "simple"}) {
+      expect_error([&] { acquire(c, kind, key("bad-counter"), 5s); }, errc::server_error,
+                   "not an integer");
+      EXPECT_EQ(raw({"EXISTS", key("bad-counter")}).integer(), 0) << kind;
+    }
   }
   // A replica: locks need the master, and saying so beats waiting forever.
   embedded::server_options replica_options;

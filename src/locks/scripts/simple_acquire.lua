@@ -7,12 +7,18 @@
 -- its own token and is granted again without a new fence.
 --#include _fence
 --#include _layout
--- The token is drawn before the lock is written: a script that fails half-way (an ACL that
--- forbids INCR, say) must not leave a lock nobody was told about. Nothing runs between the
--- EXISTS and the SET inside one script.
-if redis.call('exists', KEYS[1]) == 0 then
-  local fence = next_fence(KEYS[2])
-  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+-- The lock is written first, with the SET NX PX the other libraries send, and the fencing token
+-- drawn after: one command fewer on the path every free lock takes than testing the key first.
+-- If drawing the token fails (an ACL that forbids INCR, say), the lock is deleted again before
+-- the error goes back, so nobody holds a lock nobody was told about. The key did not exist, so
+-- the DEL loses nothing; nothing else runs inside one script.
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local drawn, fence = pcall(next_fence, KEYS[2])
+  if not drawn then
+    redis.call('del', KEYS[1])
+    -- Redis 7 raises the server's error as a table, Redis 6 as its text.
+    return redis.error_reply(type(fence) == 'table' and fence.err or tostring(fence))
+  end
   return {1, fence}
 end
 local kind = redis.call('type', KEYS[1]).ok
