@@ -19,11 +19,14 @@
 // round trip is long, queued behind the others, but the I/O thread's next event (the next burst
 // of replies) may be due within microseconds, and sleeping between bursts costs each burst a
 // wake-up. So the window also opens while replies come back with `loaded_in_flight` or more
-// others in flight, provided the I/O thread's recent waits for its next event (a moving average
-// the thread reports, counted from when it has nothing left to run) are within the limit: a
-// loaded client of a distant server, whose bursts come far apart, still sleeps.
-// (docs/benchmarks.md 0.0h: 16 async chains +15 %, the other rows level; through a proxy adding
-// 1 ms each way, the I/O thread's CPU unchanged.)
+// others in flight, provided the I/O thread's recent waits for its next event (a slow moving
+// average the thread reports, counted from when it has nothing left to run) are within 1.5 x
+// the limit: a loaded client of a distant server, whose bursts come far apart, still sleeps.
+// The waits are spread wide (16 threads on loopback: a third under 8 us, a sixth over 128 us),
+// so their average sits near the limit where polling pays (~53 us measured at 16 threads on
+// loopback; ~91 us through a forwarding proxy on the same host, where polling only costs CPU;
+// ~600 us 1 ms away): hence the margin, and a slow average that does not flicker across it.
+// (docs/benchmarks.md 0.0h and 0.0i.)
 //
 // Decisions only; io_thread acts on them.
 #pragma once
@@ -68,14 +71,16 @@ class busy_poll_policy {
   /// sleeping, or both).
   void note_wait(std::chrono::nanoseconds wait) noexcept {
     if (!enabled()) return;
-    wait_average_ += (wait - wait_average_) / 4;
+    // Weight 1/16: steady across the spread of one load's waits, yet one stall of a few
+    // milliseconds lifts it past the bound at once.
+    wait_average_ += (wait - wait_average_) / 16;
   }
 
   /// How long to poll before sleeping: `limit` while the average round trip is within it, or
-  /// while loaded and the average wait for the next event is within it; else zero.
+  /// while loaded and the average wait for the next event is within 1.5 x it; else zero.
   std::chrono::nanoseconds window() const noexcept {
-    if (limit_.count() == 0) return std::chrono::nanoseconds(0);
-    if (average_ <= limit_ || (load_ > 0 && wait_average_ <= limit_)) return limit_;
+    if (!enabled()) return std::chrono::nanoseconds(0);
+    if (average_ <= limit_ || (load_ > 0 && wait_average_ <= limit_ * 3 / 2)) return limit_;
     return std::chrono::nanoseconds(0);
   }
 
@@ -83,7 +88,8 @@ class busy_poll_policy {
   static constexpr int max_load = 16;
   std::chrono::nanoseconds limit_;
   std::chrono::nanoseconds average_{0};
-  std::chrono::nanoseconds wait_average_{0};
+  // Starts long: a loaded client polls only once its waits have shown they are short.
+  std::chrono::nanoseconds wait_average_ = 2 * limit_;
   int load_ = 0;
 };
 

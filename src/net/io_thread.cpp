@@ -31,7 +31,8 @@ void io_thread::run_loop() {
     // untimed: what follows them is the wait, and the thread sleeps unless the window is open.
     const bool timed = window.count() > 0 || busy_poll_.loaded();
     if (timed && context_.poll() > 0) continue;
-    const auto start = clock::now();
+    // Only a timed wait reads the clock (polling implies timed).
+    const auto start = timed ? clock::now() : clock::time_point{};
     clock::duration waited{};
     bool ran = false;
     if (window.count() > 0) {
@@ -47,7 +48,7 @@ void io_thread::run_loop() {
     if (!ran) {
       context_.run_one();
       // It slept: an overestimate by the one handler it ran, which only errs towards sleeping.
-      waited = clock::now() - start;
+      if (timed) waited = clock::now() - start;
     }
     if (timed) busy_poll_.note_wait(waited);
   }
