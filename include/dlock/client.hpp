@@ -102,11 +102,12 @@ struct DLOCK_API client_options {
   /// wake-up cost more than a loopback round trip). It polls while the recent round trips are
   /// within this time and replies come back one at a time, or while the client is loaded (4 or
   /// more commands in flight on a connection) and its recent waits for the next burst of
-  /// replies are within this time. Against a server across a network, or for a few callers that
-  /// pipeline (a release sent without waiting), it sleeps as soon as it has nothing to do.
-  /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
-  /// ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs the gain
-  /// comes and goes), 16 async chains 15 % faster (0.0h), and no row slower.
+  /// replies average within 1.5 x this time. Against a server across a network, or for a few
+  /// callers that pipeline (a release sent without waiting), it sleeps as soon as it has nothing
+  /// to do. Measured with the server on the same 2-vCPU host, 50 us made a lone caller's
+  /// lock+unlock ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs
+  /// the gain comes and goes), 16 async chains 15 % faster (0.0h), 16 threads 5-13 % faster
+  /// (0.0i), and no row slower.
   /// Costs CPU on the I/O thread while it polls: up to this long per burst of replies. 0 turns
   /// it off. 0 to 10 ms.
   std::chrono::microseconds busy_poll{50};
