@@ -146,7 +146,7 @@ TEST_F(Safety, AReleaseTheServerRefusesIsUnconfirmedNotALostLease) {
   // the server, the lock stays until its lease ends, and the caller hears neither "released" nor
   // "not held" (which would tell it the lease had been lost).
   raw_redis raw(server().port());
-  raw({"ACL", "SETUSER", "noread", "on", ">pw", "~*", "&*", "+@all", "-get", "-hexists"});
+  raw({"ACL", "SETUSER", "noread", "on", ">pw", "~*", "&*", "+@all", "-get", "-hget"});
   auto o = options();
   o.connection.user = "noread";
   o.connection.password = "pw";

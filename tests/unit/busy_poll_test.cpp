@@ -1,7 +1,7 @@
 // When the I/O thread polls before it sleeps (client_options::busy_poll), without a thread or a
 // server: while recent round trips come back within the limit and replies come back alone (no
 // other command in flight on their connection), or while the client is loaded (many commands in
-// flight) and the thread's next event comes within the limit.
+// flight) and the thread's waits for its next event average within 1.5 x the limit.
 #include <gtest/gtest.h>
 
 #include <initializer_list>

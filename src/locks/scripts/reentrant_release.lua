@@ -6,14 +6,16 @@
 -- refreshed), or 1 + the number of subscribers the unlock message reached; the server's error
 -- if it refuses the read (an ACL).
 --#include _guarded_read
-local held, refused = guarded_read('hexists', KEYS[1], ARGV[2])
+-- The hold count read first: the last hold (the usual release) is deleted without counting it
+-- down, one command fewer.
+local count, refused = guarded_read('hget', KEYS[1], ARGV[2])
 if refused then
   return refused
 end
-if held ~= 1 then
+if not count then
   return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+if count ~= '1' and redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 0
 end

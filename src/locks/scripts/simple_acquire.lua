@@ -16,7 +16,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local drawn, fence = pcall(next_fence, KEYS[2])
   if not drawn then
     redis.call('del', KEYS[1])
-    -- Redis 7 raises the server's error as a table, Redis 6 as its text.
+    -- Redis 7 raises the server's error as a table; older servers may raise its text.
     return redis.error_reply(type(fence) == 'table' and fence.err or tostring(fence))
   end
   return {1, fence}
