@@ -80,7 +80,7 @@ class busy_poll_policy {
   /// while loaded and the average wait for the next event is within 1.5 x it; else zero.
   std::chrono::nanoseconds window() const noexcept {
     if (!enabled()) return std::chrono::nanoseconds(0);
-    if (average_ <= limit_ || (load_ > 0 && wait_average_ <= limit_ * 3 / 2)) return limit_;
+    if (average_ <= limit_ || (loaded() && wait_average_ <= limit_ * 3 / 2)) return limit_;
     return std::chrono::nanoseconds(0);
   }
 
