@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "allocation_count.hpp"
 #include "bench_run.hpp"
 #include "bench_support.hpp"
 
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   if (o.quick && app.count("--rounds") == 0) o.rounds = 1;
   o.with_extra = !no_extra;
   o.shared_client_variant = !no_shared_client;
+  o.allocations = bench::counting_allocations();
 
   try {
     bench::run_bench(

@@ -270,7 +270,24 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                        v.name.c_str(), run.rate()));
     }
   }
+  // Allocations per pair, counted apart from the timed rounds: the count is exact where the
+  // rates are noisy. The pairs before it let pools and caches settle.
+  std::vector<double> allocations(variants.size(), -1);
+  if (s.allocations) {
+    constexpr int settle = 200, counted = 2000;
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      for (int i = 0; i < settle; ++i)
+        variants[k].pair();
+      s.allocations.start();
+      for (int i = 0; i < counted; ++i)
+        variants[k].pair();
+      allocations[k] = static_cast<double>(s.allocations.stop()) / counted;
+    }
+  }
   delete_matching(control, bench_key_patterns);
+  const auto add_allocations = [&](scenario_result& r, const char* field, std::size_t k) {
+    if (allocations[k] >= 0) add_extra(r, field, allocations[k]);
+  };
 
   const auto& ping = variants[3].totals;
   const auto& raw = variants[4].totals;
@@ -290,6 +307,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
       add_extra(r, "commands_per_pair", v.totals.per_step(v.totals.commands));
       add_extra(r, "subscribe_unsubscribe_per_pair", v.totals.per_step(v.pubsub));
       add_extra(r, "ping_rtt_us", rtt_us);
+      add_allocations(r, "allocations_per_pair", i);
     };
     scenario_result vs_raw{"uncontended." + v.name,
                            "pairs/s",
@@ -301,6 +319,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                            {}};
     add_common(vs_raw);
     add_extra(vs_raw, "reference_commands_per_pair", raw.per_step(raw.commands));
+    add_allocations(vs_raw, "reference_allocations_per_pair", 4);
     vs_raw.dlock_latency_us = latency;
     vs_raw.reference_latency_us = raw_latency;
     results.push_back(std::move(vs_raw));
@@ -313,6 +332,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                             v.name == "simple.try_acquire" ? "" : "2 round trips (ratio ~1)",
                             {}};
     add_common(vs_ping);
+    add_allocations(vs_ping, "reference_allocations_per_pair", 3);
     vs_ping.dlock_latency_us = latency;
     vs_ping.reference_latency_us = ping_latency;
     results.push_back(std::move(vs_ping));
@@ -327,6 +347,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                                {}};
     add_common(vs_scripts);
     add_extra(vs_scripts, "reference_commands_per_pair", scripts.per_step(scripts.commands));
+    add_allocations(vs_scripts, "reference_allocations_per_pair", 5);
     vs_scripts.dlock_latency_us = latency;
     vs_scripts.reference_latency_us = scripts_latency;
     results.push_back(std::move(vs_scripts));

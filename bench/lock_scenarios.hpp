@@ -19,6 +19,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "allocation_count.hpp"
+
 namespace dlock::bench {
 
 /// A named value beside a result's main numbers (rates, latencies, counts, notes).
@@ -77,6 +79,9 @@ struct bench_settings {
   std::size_t command_connections = 0;
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default.
   int busy_poll_us = -1;
+  /// Counts heap allocations where the program can (allocation_count.hpp); the uncontended
+  /// scenario then reports allocations per pair.
+  allocation_counter allocations;
   progress_callback progress;
 };
 

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -34,15 +35,15 @@ void fill(unsigned char* out, std::size_t n) {
   }
 }
 
-std::vector<unsigned char> random_bytes(std::size_t n) {
+// Writes `n` bytes from this thread's pool, or straight from the CSPRNG when they are many.
+void draw(unsigned char* out, std::size_t n) {
   std::call_once(fork_handler_installed, [] {
     ::pthread_atfork(nullptr, nullptr,
                      [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
   });
-  std::vector<unsigned char> out(n);
   if (n > sizeof pool.bytes / 4) {
-    fill(out.data(), n);
-    return out;
+    fill(out, n);
+    return;
   }
   const unsigned generation = fork_generation.load(std::memory_order_relaxed);
   if (pool.generation != generation || pool.used + n > sizeof pool.bytes) {
@@ -50,9 +51,14 @@ std::vector<unsigned char> random_bytes(std::size_t n) {
     pool.used = 0;
     pool.generation = generation;
   }
-  std::memcpy(out.data(), pool.bytes + pool.used, n);
+  std::memcpy(out, pool.bytes + pool.used, n);
   std::memset(pool.bytes + pool.used, 0, n);  // handed out once, never again
   pool.used += n;
+}
+
+std::vector<unsigned char> random_bytes(std::size_t n) {
+  std::vector<unsigned char> out(n);
+  draw(out.data(), n);
   return out;
 }
 
@@ -64,11 +70,19 @@ void append_hex(std::string& out, unsigned char byte) {
 
 }  // namespace
 
+// Drawn through a small buffer on the stack: every simple-lock acquisition calls this, and the
+// hex string is then its only allocation.
 std::string random_hex(std::size_t bytes) {
   std::string out;
   out.reserve(bytes * 2);
-  for (unsigned char b : random_bytes(bytes))
-    append_hex(out, b);
+  unsigned char chunk[64];
+  for (std::size_t done = 0; done < bytes;) {
+    const auto n = std::min(bytes - done, sizeof chunk);
+    draw(chunk, n);
+    for (std::size_t i = 0; i < n; ++i)
+      append_hex(out, chunk[i]);
+    done += n;
+  }
   return out;
 }
 

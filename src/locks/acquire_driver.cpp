@@ -13,7 +13,7 @@ acquire_handle lock_core::acquire(acquire_request r) {
   o->node = topology_->nodes_for(o->req.names->name).front();
   {
     lock_guard lock(ops_mutex_);
-    pending_ops_.insert(o);
+    spare_op_nodes_.insert(pending_ops_, o);
   }
   const auto now = steady::now();
   // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
@@ -86,9 +86,10 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
   struct release_claim {
     name_activity& activity;
     op& o;
-    ~release_claim() {
+    void end() {
       if (std::exchange(o.direct_claim, false)) activity.add_local(o.req.names->channel, -1, true);
     }
+    ~release_claim() { end(); }
   } claim{activity_, *o};
   if (o->finished) {
     // Cancelled while this attempt was out: whatever it brings back is undone (cancel.cpp).
@@ -125,7 +126,11 @@ void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code e
         return;
       }
       counters.grants.fetch_add(1, std::memory_order_relaxed);
-      finish(o, {grant_hold(*o, reentry, outcome.fence, sent_at), {}, {}});
+      auto held = grant_hold(*o, reentry, outcome.fence, sent_at);
+      // Ended before the caller wakes: a release it sends at once must find no local activity
+      // on the name, or it takes a hop through this thread (release_async).
+      claim.end();
+      finish(o, {std::move(held), {}, {}});
       return;
     }
     case type::busy:
@@ -248,7 +253,9 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   o->finished = true;
   {
     lock_guard lock(ops_mutex_);
-    pending_ops_.erase(o);
+    if (auto it = pending_ops_.find(o); it != pending_ops_.end()) {
+      spare_op_nodes_.erase(pending_ops_, it);
+    }
   }
   ++o->timer_epoch;
   o->timer.cancel();
@@ -260,32 +267,41 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
                      std::to_string(options_.replica_ack_timeout.count()) +
                      " ms, each time the wait allowed; it was undone";
   }
-  const bool held = static_cast<bool>(result.held);  // before `result` moves into `deliver`
-  // Shared: std::function needs a copyable target, and a lease is move-only.
-  auto deliver = [done = std::move(o->req.done),
-                  result = std::make_shared<acquire_result>(std::move(result))]() mutable {
+  const bool held = static_cast<bool>(result.held);
+  const auto deliver = [](acquire_callback& done, acquire_result& r) noexcept {
     try {
-      done(std::move(*result));
+      done(std::move(r));
     } catch (...) {
       // User callbacks run on the I/O thread; nothing may escape into it.
     }
   };
   // A cancelled acquisition whose attempt is still out steps aside once its reply is in
   // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
-  if (o->settling) {
-    deliver();
+  // Without a place on the server to give back, the caller hears at once (every grant).
+  if (o->settling || !keeps_place(*o, held)) {
+    if (!o->settling) step_aside(o, held);
+    auto done = std::move(o->req.done);  // the op may outlive this; the callback's captures not
+    deliver(done, result);
     return;
   }
   // A waiter that gave up hears so once its place on the server is gone: whoever it tells next
-  // (another client reading the queue) must not still find it there.
-  step_aside(o, held, std::move(deliver));
+  // (another client reading the queue) must not still find it there. Shared: std::function
+  // needs a copyable target, and a lease is move-only.
+  step_aside(
+      o, held,
+      [done = std::move(o->req.done), result = std::make_shared<acquire_result>(std::move(result)),
+       deliver]() mutable { deliver(done, *result); });
+}
+
+bool lock_core::keeps_place(const op& o, bool held) {
+  return !held && o.may_queue && o.req.kind->keeps_waiter_place() && o.machine.attempts() > 0;
 }
 
 // Hands back a waiter's place on the server at once, rather than leaving the others to wait out
 // its waiter lease.
 void lock_core::step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then) {
   if (o->queued) leave_queue(o, held);
-  if (!held && o->may_queue && o->req.kind->keeps_waiter_place() && o->machine.attempts() > 0) {
+  if (keeps_place(*o, held)) {
     o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
                          [then = std::move(then)](std::error_code, reply) {
                            if (then) then();

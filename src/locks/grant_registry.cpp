@@ -4,20 +4,22 @@
 
 namespace dlock::detail {
 
-std::string grant_registry::key_of(const lock_kind& kind, const std::string& name,
-                                   const std::string& owner) {
-  std::string key(kind.name());
-  key += '\0';
-  key += name;
-  key += '\0';
-  key += owner;
-  return key;
+std::size_t grant_registry::key_hash::operator()(const key& k) const noexcept {
+  const std::hash<std::string_view> hash;
+  std::size_t h = hash(k.name);
+  h ^= hash(k.owner) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2);
+  h ^= hash(k.kind) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2);
+  return h;
+}
+
+grant_registry::key grant_registry::key_of(const grant& g) noexcept {
+  return {g.kind.name(), g.names->name, g.owner};
 }
 
 std::shared_ptr<grant> grant_registry::find_live(const lock_kind& kind, const std::string& name,
                                                  const std::string& owner) const {
   lock_guard lock(mutex_);
-  auto it = grants_.find(key_of(kind, name, owner));
+  auto it = grants_.find({kind.name(), name, owner});
   if (it == grants_.end()) return nullptr;
   assume_held(it->second->guard);
   return it->second->lost ? nullptr : it->second;
@@ -28,8 +30,7 @@ grant_registry::added grant_registry::add_hold(const acquire_request& r, bool re
                                                steady::time_point valid_until) {
   added out;
   lock_guard lock(mutex_);
-  const auto key = key_of(*r.kind, r.names->name, r.owner);
-  if (auto it = grants_.find(key); it != grants_.end()) {
+  if (auto it = grants_.find({r.kind->name(), r.names->name, r.owner}); it != grants_.end()) {
     if (reentry) {
       out.g = it->second;
     } else {
@@ -171,7 +172,9 @@ steady::time_point grant_registry::next_expiry() const {
 }
 
 void grant_registry::add_locked(const std::shared_ptr<grant>& g) {
-  grants_[key_of(g->kind, g->names->name, g->owner)] = g;
+  // An entry left under the same key would keep a key that views the other grant's strings.
+  if (auto it = grants_.find(key_of(*g)); it != grants_.end()) spare_.erase(grants_, it);
+  spare_.insert(grants_, key_of(*g), g);
   assume_held(g->guard);
   g->in_table = true;
 }
@@ -180,8 +183,8 @@ void grant_registry::remove_locked(grant& g) {
   assume_held(g.guard);
   if (!g.in_table) return;
   g.in_table = false;
-  auto it = grants_.find(key_of(g.kind, g.names->name, g.owner));
-  if (it != grants_.end() && it->second.get() == &g) grants_.erase(it);
+  auto it = grants_.find(key_of(g));
+  if (it != grants_.end() && it->second.get() == &g) spare_.erase(grants_, it);
 }
 
 }  // namespace dlock::detail

@@ -6,9 +6,11 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "core/spare_nodes.hpp"
 #include "core/sync.hpp"
 #include "locks/grant.hpp"
 
@@ -70,13 +72,26 @@ class grant_registry {
   std::chrono::milliseconds lease_time(const grant& g) const;
 
  private:
-  static std::string key_of(const lock_kind& kind, const std::string& name,
-                            const std::string& owner);
+  /// A grant's identity. The table's keys view their own grant's strings, which live as long as
+  /// the grant is in the table; a lookup's key views the caller's. No key is ever built, so the
+  /// table costs one allocation per grant, its node.
+  struct key {
+    std::string_view kind;
+    std::string_view name;
+    std::string_view owner;
+    bool operator==(const key&) const = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept;
+  };
+  static key key_of(const grant& g) noexcept;
   void add_locked(const std::shared_ptr<grant>& g) DLOCK_REQUIRES(mutex_);
   void remove_locked(grant& g) DLOCK_REQUIRES(mutex_);
 
   mutable mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<grant>> grants_ DLOCK_GUARDED_BY(mutex_);
+  using table = std::unordered_map<key, std::shared_ptr<grant>, key_hash>;
+  table grants_ DLOCK_GUARDED_BY(mutex_);
+  spare_nodes<table> spare_ DLOCK_GUARDED_BY(mutex_);  // a grant per acquisition comes and goes
   std::uint64_t next_hold_id_ DLOCK_GUARDED_BY(mutex_) = 1;
   steady::time_point expiry_armed_at_ DLOCK_GUARDED_BY(mutex_) = steady::time_point::max();
 };

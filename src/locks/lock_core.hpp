@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/spare_nodes.hpp"
 #include "core/sync.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
@@ -222,6 +223,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// on the server. `then` (may be empty) runs once that place is given back (when the server
   /// answers), or at once if there was none.
   void step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then = {});
+  /// True if `o`, ending (held or not), still has a place on the server to give back.
+  static bool keeps_place(const op& o, bool held);
   bool born_dead(const op& o, bool reentry, steady::time_point sent_at, steady::time_point now);
   void discard_uncertain_grant(const op& o);
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
@@ -278,7 +281,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::condition_variable drained_;
 
   mutex ops_mutex_;
-  std::unordered_set<std::shared_ptr<op>> pending_ops_ DLOCK_GUARDED_BY(ops_mutex_);
+  using op_set = std::unordered_set<std::shared_ptr<op>>;
+  op_set pending_ops_ DLOCK_GUARDED_BY(ops_mutex_);
+  spare_nodes<op_set> spare_op_nodes_ DLOCK_GUARDED_BY(ops_mutex_);
   std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there
   // on_close registrations by id (I/O thread only).
   std::map<std::uint64_t, std::function<void()>> closers_;

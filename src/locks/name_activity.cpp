@@ -2,18 +2,24 @@
 
 namespace dlock::detail {
 
+name_activity::entry& name_activity::slot(const std::string& name) {
+  auto it = names_.find(name);
+  if (it == names_.end()) it = spare_.insert(names_, name);
+  return it->second;
+}
+
 bool name_activity::claim_direct(const std::string& name, clock::time_point now) {
   lock_guard lock(mutex_);
-  auto [it, fresh] = names_.try_emplace(name);
-  if (!fresh && (it->second.local > 0 || now < it->second.yield_until)) return false;
-  it->second.local = 1;
-  it->second.yield_until = {};
+  auto& e = slot(name);
+  if (e.local > 0 || now < e.yield_until) return false;
+  e.local = 1;
+  e.yield_until = {};
   return true;
 }
 
 void name_activity::publish_direct(const std::string& name, std::weak_ptr<void> attempt) {
   lock_guard lock(mutex_);
-  names_[name].direct = std::move(attempt);
+  slot(name).direct = std::move(attempt);
 }
 
 std::shared_ptr<void> name_activity::direct(const std::string& name) const {
@@ -24,10 +30,12 @@ std::shared_ptr<void> name_activity::direct(const std::string& name) const {
 
 void name_activity::add_local(const std::string& name, int delta, bool end_direct) {
   lock_guard lock(mutex_);
-  auto& e = names_[name];
+  auto it = names_.find(name);
+  if (it == names_.end()) it = spare_.insert(names_, name);
+  auto& e = it->second;
   e.local += delta;
   if (end_direct) e.direct.reset();
-  if (e.local <= 0 && e.yield_until <= clock::now()) names_.erase(name);
+  if (e.local <= 0 && e.yield_until <= clock::now()) spare_.erase(names_, it);
 }
 
 bool name_activity::has_local(const std::string& name) const {
@@ -46,7 +54,7 @@ std::optional<name_activity::clock::time_point> name_activity::yielding(
 
 void name_activity::set_yield(const std::string& name, clock::time_point until) {
   lock_guard lock(mutex_);
-  names_[name].yield_until = until;
+  slot(name).yield_until = until;
 }
 
 void name_activity::end_yield(const std::string& name) {
@@ -54,7 +62,7 @@ void name_activity::end_yield(const std::string& name) {
   auto it = names_.find(name);
   if (it == names_.end()) return;
   it->second.yield_until = {};
-  if (it->second.local <= 0) names_.erase(it);
+  if (it->second.local <= 0) spare_.erase(names_, it);
 }
 
 }  // namespace dlock::detail

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/spare_nodes.hpp"
 #include "core/sync.hpp"
 
 namespace dlock::detail {
@@ -42,8 +43,13 @@ class name_activity {
     clock::time_point yield_until{};
     std::weak_ptr<void> direct;
   };
+  using table = std::unordered_map<std::string, entry>;
+  /// The entry for `name`, added if missing.
+  entry& slot(const std::string& name) DLOCK_REQUIRES(mutex_);
   mutable mutex mutex_;
-  std::unordered_map<std::string, entry> names_ DLOCK_GUARDED_BY(mutex_);
+  table names_ DLOCK_GUARDED_BY(mutex_);
+  // An uncontended acquisition adds its name's entry and removes it again.
+  spare_nodes<table> spare_ DLOCK_GUARDED_BY(mutex_);
 };
 
 }  // namespace dlock::detail

@@ -223,6 +223,14 @@ void connection::submit_eval(const script& s, std::span<const std::string_view> 
   char numkeys[24];
   const auto numkeys_len =
       std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr - numkeys;
+  // Sized once: grown bulk by bulk, the tail of an acquisition reallocates two or three times.
+  constexpr std::size_t bulk_overhead = 25;  // "$<length>\r\n" and "\r\n"
+  std::size_t tail_size = bulk_overhead + static_cast<std::size_t>(numkeys_len);
+  for (auto k : keys)
+    tail_size += bulk_overhead + k.size();
+  for (auto a : args)
+    tail_size += bulk_overhead + a.size();
+  p.eval_tail.reserve(tail_size);
   wire::encode_bulk(p.eval_tail, std::string_view(numkeys, numkeys_len));
   for (auto k : keys)
     wire::encode_bulk(p.eval_tail, k);
