@@ -344,6 +344,7 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
   s.redis_benchmark = o.redis_benchmark;
   s.command_connections = o.command_connections;
   s.busy_poll_us = o.busy_poll_us;
+  s.busy_poll_under_load = o.busy_poll_under_load;
   s.allocations = o.allocations;
   std::size_t current = 0;
   s.progress = [&](std::string_view m) {

@@ -61,6 +61,8 @@ struct bench_run_options {
   std::size_t command_connections = 0;
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default
   int busy_poll_us = -1;
+  /// client_options::busy_poll_under_load of those clients
+  bool busy_poll_under_load = false;
   /// bench_settings::allocations: set by a program that counts them (dlock_lock_bench).
   allocation_counter allocations;
   bool throughput_try_acquire = false;

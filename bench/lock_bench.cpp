@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
                  "client_options::busy_poll of the uncontended and throughput clients, in "
                  "microseconds (default: the library's; 0 turns it off)")
       ->check(CLI::Range(0, 10000));
+  app.add_flag("--busy-poll-under-load", o.busy_poll_under_load,
+               "client_options::busy_poll_under_load of the uncontended and throughput clients");
   app.add_flag("--throughput-try-acquire", o.throughput_try_acquire,
                "Diagnostic: throughput with try_acquire() instead of acquire()");
   app.add_option("--workers", o.workers, "Hand-off workers")

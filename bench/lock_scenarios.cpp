@@ -58,6 +58,7 @@ client_options client_options_of(const bench_settings& s) {
   auto o = client_options::from_url(s.url);
   if (s.command_connections != 0) o.command_connections = s.command_connections;
   if (s.busy_poll_us >= 0) o.busy_poll = std::chrono::microseconds(s.busy_poll_us);
+  o.busy_poll_under_load = s.busy_poll_under_load;
   return o;
 }
 

@@ -79,6 +79,8 @@ struct bench_settings {
   std::size_t command_connections = 0;
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default.
   int busy_poll_us = -1;
+  /// client_options::busy_poll_under_load of those clients.
+  bool busy_poll_under_load = false;
   /// Counts heap allocations where the program can (allocation_count.hpp); the uncontended
   /// scenario then reports allocations per pair.
   allocation_counter allocations;

@@ -100,17 +100,22 @@ struct DLOCK_API client_options {
   /// How long the client's I/O thread keeps polling after handling replies before it sleeps,
   /// so that a reply arriving meanwhile needs no wake-up of a sleeping thread (on a VM that
   /// wake-up cost more than a loopback round trip). It polls while the recent round trips are
-  /// within this time and replies come back one at a time, or while the client is loaded (4 or
-  /// more commands in flight on a connection) and its recent waits for the next burst of
-  /// replies average within 1.5 x this time. Against a server across a network, or for a few
-  /// callers that pipeline (a release sent without waiting), it sleeps as soon as it has nothing
-  /// to do. Measured with the server on the same 2-vCPU host, 50 us made a lone caller's
-  /// lock+unlock ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs
-  /// the gain comes and goes), 16 async chains 15 % faster (0.0h), 16 threads 5-13 % faster
-  /// (0.0i), and no row slower.
-  /// Costs CPU on the I/O thread while it polls: up to this long per burst of replies. 0 turns
-  /// it off. 0 to 10 ms.
+  /// within this time and replies come back one at a time (and, with busy_poll_under_load,
+  /// while the client is loaded). Against a server across a network, or for a few callers that
+  /// pipeline (a release sent without waiting), it sleeps as soon as it has nothing to do.
+  /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
+  /// ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs the gain
+  /// comes and goes). Costs CPU on the I/O thread while it polls: up to this long per burst of
+  /// replies. 0 turns it off. 0 to 10 ms.
   std::chrono::microseconds busy_poll{50};
+  /// Also poll while the client is loaded (4 or more commands in flight on a connection) and
+  /// its recent waits for the next burst of replies average within 1.5 x busy_poll. The I/O
+  /// thread then polls most of the time, on a vCPU of its own. That pays where the callers do
+  /// little but take and release locks (16 threads 14 % faster, 16 async chains 27 % faster,
+  /// 2 vCPUs shared with the server), and costs where they have work of their own between round
+  /// trips (the marketplace's workers ran 15-17 % slower): docs/benchmarks.md 0.0j. Off by
+  /// default; no effect with busy_poll 0.
+  bool busy_poll_under_load = false;
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
   /// Clock drift allowance: a lease counts as valid for `lease - elapsed - (drift_factor *

@@ -105,7 +105,7 @@ std::unique_ptr<topology> make_topology(const client_options& o,
 
 lock_core::lock_core(client_options options)
     : options_(std::move(options)),
-      io_(std::make_shared<net::io_thread>(options_.busy_poll)),
+      io_(std::make_shared<net::io_thread>(options_.busy_poll, options_.busy_poll_under_load)),
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period

@@ -15,7 +15,8 @@
 // counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
 // shuts the window at once, until a few replies that came back alone open it again.
 //
-// Under load it pays again: with many commands in flight (16 async chains, say), each reply's
+// Under load it may pay again, when asked for (client_options::busy_poll_under_load): with many
+// commands in flight (16 async chains, say), each reply's
 // round trip is long, queued behind the others, but the I/O thread's next event (the next burst
 // of replies) may be due within microseconds, and sleeping between bursts costs each burst a
 // wake-up. So the window also opens while replies come back with `loaded_in_flight` or more
@@ -26,7 +27,10 @@
 // so their average sits near the limit where polling pays (~53 us measured at 16 threads on
 // loopback; ~91 us through a forwarding proxy on the same host, where polling only costs CPU;
 // ~600 us 1 ms away): hence the margin, and a slow average that does not flicker across it.
-// (docs/benchmarks.md 0.0h and 0.0i.)
+// (docs/benchmarks.md 0.0h and 0.0i.) It is off by default: a loaded client's I/O thread then
+// polls most of the time, and where the callers have work of their own between round trips
+// that vCPU is theirs (the marketplace ran 15-17 % slower with it on, while callers that only
+// take and release locks ran 14-27 % faster; 0.0j).
 //
 // Decisions only; io_thread acts on them.
 #pragma once
@@ -39,8 +43,9 @@ namespace dlock::net {
 
 class busy_poll_policy {
  public:
-  /// `limit` 0 turns polling off.
-  explicit busy_poll_policy(std::chrono::microseconds limit) noexcept : limit_(limit) {}
+  /// `limit` 0 turns polling off. `under_load`: also poll while loaded (see above).
+  explicit busy_poll_policy(std::chrono::microseconds limit, bool under_load = false) noexcept
+      : limit_(limit), under_load_(under_load) {}
 
   bool enabled() const noexcept { return limit_.count() > 0; }
 
@@ -63,9 +68,9 @@ class busy_poll_policy {
                                                  : std::max(load_ - 1, 0);
   }
 
-  /// True while replies come back with many others in flight: the I/O thread then reports its
-  /// waits (note_wait).
-  bool loaded() const noexcept { return load_ > 0; }
+  /// True while replies come back with many others in flight and polling under load is on: the
+  /// I/O thread then reports its waits (note_wait).
+  bool loaded() const noexcept { return under_load_ && load_ > 0; }
 
   /// The I/O thread, with nothing left to run, waited `wait` for its next event (polling,
   /// sleeping, or both).
@@ -87,6 +92,7 @@ class busy_poll_policy {
  private:
   static constexpr int max_load = 16;
   std::chrono::nanoseconds limit_;
+  bool under_load_;
   std::chrono::nanoseconds average_{0};
   // Starts long: a loaded client polls only once its waits have shown they are short.
   std::chrono::nanoseconds wait_average_ = 2 * limit_;

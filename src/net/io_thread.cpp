@@ -2,8 +2,8 @@
 
 namespace dlock::net {
 
-io_thread::io_thread(std::chrono::microseconds busy_poll)
-    : busy_poll_(busy_poll), work_(asio::make_work_guard(context_)) {
+io_thread::io_thread(std::chrono::microseconds busy_poll, bool busy_poll_under_load)
+    : busy_poll_(busy_poll, busy_poll_under_load), work_(asio::make_work_guard(context_)) {
   thread_ = std::thread([this] {
     // A handler that throws is a bug in dlock; keep the loop alive rather than kill the process,
     // since every pending caller would otherwise hang until its own timeout.

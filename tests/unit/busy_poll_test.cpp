@@ -121,7 +121,7 @@ int rounds_until(busy_poll_policy& p, std::initializer_list<std::chrono::nanosec
 }
 
 TEST(BusyPoll, ALoadedClientWhoseEventsComeCloseTogetherPolls) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   loaded_round(p, 10us);
   EXPECT_EQ(p.window(), 0ns) << "a loaded client polls only once its waits have shown short";
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
@@ -134,7 +134,7 @@ TEST(BusyPoll, ALoadedClientWhoseEventsComeCloseTogetherPolls) {
 // The waits of 16 threads on loopback are spread wide: many within a few microseconds, some of
 // a few hundred. Their average a little above the limit still opens the window.
 TEST(BusyPoll, ALoadedClientWhoseWaitsAreMostlyShortPolls) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   EXPECT_LT(rounds_until(p, {5us, 10us, 20us, 40us, 200us}, true), 100);  // mean 55 us
   for (int i = 0; i < 50; ++i) {
     for (auto wait : {5us, 10us, 20us, 40us, 200us})
@@ -146,7 +146,7 @@ TEST(BusyPoll, ALoadedClientWhoseWaitsAreMostlyShortPolls) {
 // Through a forwarding proxy on the same host the waits average nearly twice the limit, and
 // polling then only costs CPU.
 TEST(BusyPoll, ALoadedClientWhoseWaitsAverageTwiceTheLimitSleeps) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   for (int i = 0; i < 50; ++i) {
     for (auto wait : {10us, 40us, 80us, 120us, 200us})  // mean 90 us
       loaded_round(p, wait);
@@ -155,7 +155,7 @@ TEST(BusyPoll, ALoadedClientWhoseWaitsAverageTwiceTheLimitSleeps) {
 }
 
 TEST(BusyPoll, ALoadedClientOfADistantServerSleeps) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   for (int i = 0; i < 50; ++i) {
     loaded_round(p, 400us);  // bursts of replies 400 us apart
     EXPECT_EQ(p.window(), 0ns) << "round " << i;
@@ -163,14 +163,14 @@ TEST(BusyPoll, ALoadedClientOfADistantServerSleeps) {
 }
 
 TEST(BusyPoll, OneStallShutsAPollingLoadedClientAtOnce) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
   loaded_round(p, 2ms);  // the server stalled, or the next burst is a network away
   EXPECT_EQ(p.window(), 0ns);
 }
 
 TEST(BusyPoll, ALullBetweenBurstsDoesNotShutItButTheEndOfTheLoadDoes) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
   note(p, 3, 150us, 1);  // a few replies with few others in flight: the burst's tail
   EXPECT_EQ(p.window(), 50us);
@@ -179,7 +179,7 @@ TEST(BusyPoll, ALullBetweenBurstsDoesNotShutItButTheEndOfTheLoadDoes) {
 }
 
 TEST(BusyPoll, WaitsDoNotOpenItWithoutLoad) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   note(p, 20, 1ms);  // a distant server, one caller
   for (int i = 0; i < 20; ++i)
     p.note_wait(5us);
@@ -187,7 +187,7 @@ TEST(BusyPoll, WaitsDoNotOpenItWithoutLoad) {
 }
 
 TEST(BusyPoll, ItIsLoadedOnlyWhileManyCommandsAreInFlight) {
-  busy_poll_policy p(50us);
+  busy_poll_policy p(50us, true);
   EXPECT_FALSE(p.loaded());
   note(p, 1, 150us, busy_poll_policy::loaded_in_flight - 1);
   EXPECT_FALSE(p.loaded());
@@ -197,8 +197,17 @@ TEST(BusyPoll, ItIsLoadedOnlyWhileManyCommandsAreInFlight) {
   EXPECT_FALSE(p.loaded());
 }
 
+TEST(BusyPoll, ALoadedClientSleepsUnlessPollingUnderLoadIsOn) {
+  busy_poll_policy p(50us);  // the default
+  for (int i = 0; i < 50; ++i) {
+    loaded_round(p, 10us);
+    EXPECT_EQ(p.window(), 0ns) << "round " << i;
+    EXPECT_FALSE(p.loaded()) << "round " << i;  // nor does it time its waits
+  }
+}
+
 TEST(BusyPoll, ZeroIgnoresLoadToo) {
-  busy_poll_policy p(0us);
+  busy_poll_policy p(0us, true);
   loaded_round(p, 1us);
   EXPECT_EQ(p.window(), 0ns);
 }
