@@ -73,8 +73,7 @@ class grant_registry {
 
  private:
   /// A grant's identity. The table's keys view their own grant's strings, which live as long as
-  /// the grant is in the table; a lookup's key views the caller's. No key is ever built, so the
-  /// table costs one allocation per grant, its node.
+  /// the grant is in the table; a lookup's key views the caller's. No key is ever built.
   struct key {
     std::string_view kind;
     std::string_view name;
