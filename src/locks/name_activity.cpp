@@ -2,15 +2,14 @@
 
 namespace dlock::detail {
 
-name_activity::entry& name_activity::slot(const std::string& name) {
+name_activity::table::iterator name_activity::slot(const std::string& name) {
   auto it = names_.find(name);
-  if (it == names_.end()) it = spare_.insert(names_, name);
-  return it->second;
+  return it != names_.end() ? it : spare_.insert(names_, name);
 }
 
 bool name_activity::claim_direct(const std::string& name, clock::time_point now) {
   lock_guard lock(mutex_);
-  auto& e = slot(name);
+  auto& e = slot(name)->second;
   if (e.local > 0 || now < e.yield_until) return false;
   e.local = 1;
   e.yield_until = {};
@@ -19,7 +18,7 @@ bool name_activity::claim_direct(const std::string& name, clock::time_point now)
 
 void name_activity::publish_direct(const std::string& name, std::weak_ptr<void> attempt) {
   lock_guard lock(mutex_);
-  slot(name).direct = std::move(attempt);
+  slot(name)->second.direct = std::move(attempt);
 }
 
 std::shared_ptr<void> name_activity::direct(const std::string& name) const {
@@ -30,8 +29,7 @@ std::shared_ptr<void> name_activity::direct(const std::string& name) const {
 
 void name_activity::add_local(const std::string& name, int delta, bool end_direct) {
   lock_guard lock(mutex_);
-  auto it = names_.find(name);
-  if (it == names_.end()) it = spare_.insert(names_, name);
+  const auto it = slot(name);
   auto& e = it->second;
   e.local += delta;
   if (end_direct) e.direct.reset();
@@ -54,7 +52,7 @@ std::optional<name_activity::clock::time_point> name_activity::yielding(
 
 void name_activity::set_yield(const std::string& name, clock::time_point until) {
   lock_guard lock(mutex_);
-  slot(name).yield_until = until;
+  slot(name)->second.yield_until = until;
 }
 
 void name_activity::end_yield(const std::string& name) {

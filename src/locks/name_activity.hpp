@@ -45,7 +45,7 @@ class name_activity {
   };
   using table = std::unordered_map<std::string, entry>;
   /// The entry for `name`, added if missing.
-  entry& slot(const std::string& name) DLOCK_REQUIRES(mutex_);
+  table::iterator slot(const std::string& name) DLOCK_REQUIRES(mutex_);
   mutable mutex mutex_;
   table names_ DLOCK_GUARDED_BY(mutex_);
   // An uncontended acquisition adds its name's entry and removes it again.

@@ -16,21 +16,20 @@
 // shuts the window at once, until a few replies that came back alone open it again.
 //
 // Under load it may pay again, when asked for (client_options::busy_poll_under_load): with many
-// commands in flight (16 async chains, say), each reply's
-// round trip is long, queued behind the others, but the I/O thread's next event (the next burst
-// of replies) may be due within microseconds, and sleeping between bursts costs each burst a
-// wake-up. So the window also opens while replies come back with `loaded_in_flight` or more
-// others in flight, provided the I/O thread's recent waits for its next event (a slow moving
-// average the thread reports, counted from when it has nothing left to run) are within 1.5 x
-// the limit: a loaded client of a distant server, whose bursts come far apart, still sleeps.
-// The waits are spread wide (16 threads on loopback: a third under 8 us, a sixth over 128 us),
-// so their average sits near the limit where polling pays (~53 us measured at 16 threads on
-// loopback; ~91 us through a forwarding proxy on the same host, where polling only costs CPU;
-// ~600 us 1 ms away): hence the margin, and a slow average that does not flicker across it.
-// (docs/benchmarks.md 0.0h and 0.0i.) It is off by default: a loaded client's I/O thread then
-// polls most of the time, and where the callers have work of their own between round trips
-// that vCPU is theirs (the marketplace ran 15-17 % slower with it on, while callers that only
-// take and release locks ran 14-27 % faster; 0.0j).
+// commands in flight (16 async chains, say), each reply's round trip is long, queued behind the
+// others, but the I/O thread's next event (the next burst of replies) may be due within
+// microseconds, and sleeping between bursts costs each burst a wake-up. So the window also opens
+// while replies come back with `loaded_in_flight` or more others in flight, provided the I/O
+// thread's recent waits for its next event (a slow moving average the thread reports, counted from
+// when it has nothing left to run) are within 1.5 x the limit: a loaded client of a distant server,
+// whose bursts come far apart, still sleeps. The waits are spread wide (16 threads on loopback: a
+// third under 8 us, a sixth over 128 us), so their average sits near the limit where polling pays
+// (~53 us measured at 16 threads on loopback; ~91 us through a forwarding proxy on the same host,
+// where polling only costs CPU; ~600 us 1 ms away): hence the margin, and a slow average that does
+// not flicker across it. (docs/benchmarks.md 0.0h and 0.0i.) It is off by default: a loaded
+// client's I/O thread then polls most of the time, and where the callers have work of their own
+// between round trips that vCPU is theirs (the marketplace ran 15-17 % slower with it on, while
+// callers that only take and release locks ran 14-27 % faster; 0.0j).
 //
 // Decisions only; io_thread acts on them.
 #pragma once
