@@ -62,7 +62,7 @@ struct bench_run_options {
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default
   int busy_poll_us = -1;
   /// client_options::busy_poll_under_load of those clients
-  bool busy_poll_under_load = false;
+  dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
   /// bench_settings::allocations: set by a program that counts them (dlock_lock_bench).
   allocation_counter allocations;
   bool throughput_try_acquire = false;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,14 @@ int main(int argc, char** argv) {
                  "client_options::busy_poll of the uncontended and throughput clients, in "
                  "microseconds (default: the library's; 0 turns it off)")
       ->check(CLI::Range(0, 10000));
-  app.add_flag("--busy-poll-under-load", o.busy_poll_under_load,
-               "client_options::busy_poll_under_load of the uncontended and throughput clients");
+  const std::map<std::string, dlock::load_polling> load_polling_names{
+      {"never", dlock::load_polling::never},
+      {"when-it-pays", dlock::load_polling::when_it_pays},
+      {"always", dlock::load_polling::always}};
+  app.add_option("--busy-poll-under-load", o.busy_poll_under_load,
+                 "client_options::busy_poll_under_load of the uncontended and throughput clients: "
+                 "never, when-it-pays (the default) or always")
+      ->transform(CLI::CheckedTransformer(load_polling_names));
   app.add_flag("--throughput-try-acquire", o.throughput_try_acquire,
                "Diagnostic: throughput with try_acquire() instead of acquire()");
   app.add_option("--workers", o.workers, "Hand-off workers")

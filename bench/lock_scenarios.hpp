@@ -17,6 +17,8 @@
 #include <variant>
 #include <vector>
 
+#include "dlock/client.hpp"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "allocation_count.hpp"
@@ -80,7 +82,7 @@ struct bench_settings {
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default.
   int busy_poll_us = -1;
   /// client_options::busy_poll_under_load of those clients.
-  bool busy_poll_under_load = false;
+  dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
   /// Counts heap allocations where the program can (allocation_count.hpp); the uncontended
   /// scenario then reports allocations per pair.
   allocation_counter allocations;

@@ -295,6 +295,13 @@ struct tally {
   std::vector<double> ok_ms;
 };
 
+// A dlock variant's client: the server's URL, and the settings the run measures.
+client_options lock_client_options(const std::string& url, const dlock_settings& dl) {
+  auto o = client_options::from_url(url);
+  o.busy_poll_under_load = dl.busy_poll_under_load;
+  return o;
+}
+
 struct run_context {
   variant_kind kind;
   std::string url;
@@ -325,7 +332,7 @@ class trader {
       if (ctx.shared_locks) {
         locks_.emplace(*ctx.shared_locks);
       } else {
-        locks_.emplace(ctx.url);
+        locks_.emplace(lock_client_options(ctx.url, ctx.dl));
         // Locks and work on one connection, as the book variants have it.
         if (ctx.dl.work_on_lock_connection) redis_ = &locks_->redis();
       }
@@ -806,7 +813,8 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   ctx.url = url;
   ctx.dl = dl;
   prepare(admin, ctx, l, stock);
-  if (uses_dlock(v.kind) && dl.shared_client) ctx.shared_locks.emplace(url);
+  if (uses_dlock(v.kind) && dl.shared_client)
+    ctx.shared_locks.emplace(lock_client_options(url, dl));
 
   // Connections first, so the clock starts with every worker ready.
   std::vector<std::unique_ptr<trader>> listers, buyers;

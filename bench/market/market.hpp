@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "dlock/client.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace dlock::market {
@@ -49,6 +51,8 @@ struct dlock_settings {
   /// instead of acquiring and then reading on the worker's own connection. The same commands,
   /// as atomic together as the book's MULTI makes them.
   bool reads_with_acquisition = true;
+  /// client_options::busy_poll_under_load of the dlock clients.
+  dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
 };
 
 struct options {

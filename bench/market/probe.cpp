@@ -4,10 +4,12 @@
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
 //                      [--try-first] [--separate-reads]
+//                      [--busy-poll-under-load never|when-it-pays|always]
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,7 +30,8 @@ int usage(const char* self) {
   std::cerr << "usage: " << self
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
                "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
-               "[--try-first] [--separate-reads]\n";
+               "[--try-first] [--separate-reads]\n"
+               "       [--busy-poll-under-load never|when-it-pays|always]\n";
   return 2;
 }
 
@@ -75,6 +78,17 @@ int main(int argc, char** argv) {
         o.dlock.try_first = true;
       } else if (a == "--separate-reads") {
         o.dlock.reads_with_acquisition = false;
+      } else if (a == "--busy-poll-under-load") {
+        const std::string mode = value();
+        if (mode == "never") {
+          o.dlock.busy_poll_under_load = dlock::load_polling::never;
+        } else if (mode == "when-it-pays") {
+          o.dlock.busy_poll_under_load = dlock::load_polling::when_it_pays;
+        } else if (mode == "always") {
+          o.dlock.busy_poll_under_load = dlock::load_polling::always;
+        } else {
+          throw std::invalid_argument("--busy-poll-under-load: never, when-it-pays or always");
+        }
       } else {
         return usage(argv[0]);
       }

@@ -32,6 +32,21 @@ class lock_core;
 struct client_access;
 }  // namespace detail
 
+/// Whether a client's I/O thread also busy-polls while the client is loaded
+/// (client_options::busy_poll_under_load).
+enum class load_polling {
+  /// Never: under load it sleeps whenever it has nothing to do.
+  never,
+  /// When a trial shows it pays: every 2 s a loaded client spends 200 ms comparing the replies
+  /// it completes with and without polling, and polls until the next trial only if polling
+  /// completed 5 % more. Callers that only take and release locks get the faster mode; callers
+  /// with work of their own between round trips keep their vCPU; callers that send at a fixed
+  /// rate complete as many either way, and the thread sleeps.
+  when_it_pays,
+  /// Always (subject only to the waits check below): for a client known to be lock-bound.
+  always,
+};
+
 /// Where the master is when Redis runs under Sentinel.
 struct sentinel_options {
   /// The name the sentinels monitor the master under (`sentinel monitor NAME ...`).
@@ -100,7 +115,7 @@ struct DLOCK_API client_options {
   /// How long the client's I/O thread keeps polling after handling replies before it sleeps,
   /// so that a reply arriving meanwhile needs no wake-up of a sleeping thread (on a VM that
   /// wake-up cost more than a loopback round trip). It polls while the recent round trips are
-  /// within this time and replies come back one at a time (and, with busy_poll_under_load,
+  /// within this time and replies come back one at a time (and, as busy_poll_under_load says,
   /// while the client is loaded). Against a server across a network, or for a few callers that
   /// pipeline (a release sent without waiting), it sleeps as soon as it has nothing to do.
   /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
@@ -108,14 +123,15 @@ struct DLOCK_API client_options {
   /// comes and goes). Costs CPU on the I/O thread while it polls: up to this long per burst of
   /// replies. 0 turns it off. 0 to 10 ms.
   std::chrono::microseconds busy_poll{50};
-  /// Also poll while the client is loaded (4 or more commands in flight on a connection) and
-  /// its recent waits for the next burst of replies average within 1.5 x busy_poll. The I/O
-  /// thread then polls most of the time, on a vCPU of its own. That pays where the callers do
-  /// little but take and release locks (16 threads 14 % faster, 16 async chains 27 % faster,
-  /// 2 vCPUs shared with the server), and costs where they have work of their own between round
-  /// trips (the marketplace's workers ran 15-17 % slower): docs/benchmarks.md 0.0j. Off by
-  /// default; no effect with busy_poll 0.
-  bool busy_poll_under_load = false;
+  /// Whether to poll while the client is loaded too (4 or more commands in flight on a
+  /// connection), provided its recent waits for the next burst of replies average within 1.5 x
+  /// busy_poll. The I/O thread then polls most of the time, on a vCPU of its own. That pays
+  /// where the callers do little but take and release locks (16 threads 10-14 % faster, 16 async
+  /// chains 27-32 % faster, 2 vCPUs shared with the server), and costs where they have work of
+  /// their own between round trips (the marketplace's workers ran 15-17 % slower):
+  /// docs/benchmarks.md 0.0j and 0.0k. By default a trial finds out which of the two this client
+  /// is, and repeats every 2 s (load_polling::when_it_pays). No effect with busy_poll 0.
+  load_polling busy_poll_under_load = load_polling::when_it_pays;
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;
   /// Clock drift allowance: a lease counts as valid for `lease - elapsed - (drift_factor *

@@ -36,6 +36,11 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
     invalid("busy_poll must be between 0 and 10 ms, got " + std::to_string(o.busy_poll.count()) +
             " us");
   }
+  if (o.busy_poll_under_load != load_polling::never &&
+      o.busy_poll_under_load != load_polling::when_it_pays &&
+      o.busy_poll_under_load != load_polling::always) {
+    invalid("busy_poll_under_load is not a load_polling value");
+  }
   if (o.min_replica_acks < 0) invalid("min_replica_acks must not be negative");
   if (o.min_replica_acks > 0 && o.replica_ack_timeout <= 0ms) {
     invalid("replica_ack_timeout must be positive");
@@ -101,11 +106,23 @@ std::unique_ptr<topology> make_topology(const client_options& o,
                                                                 .on_first_attempt = {},
                                                                 .lanes = o.command_connections});
 }
+net::under_load io_mode(load_polling p) {
+  switch (p) {
+    case load_polling::never:
+      return net::under_load::never;
+    case load_polling::always:
+      return net::under_load::always;
+    case load_polling::when_it_pays:
+      break;
+  }
+  return net::under_load::when_it_pays;
+}
 }  // namespace
 
 lock_core::lock_core(client_options options)
     : options_(std::move(options)),
-      io_(std::make_shared<net::io_thread>(options_.busy_poll, options_.busy_poll_under_load)),
+      io_(std::make_shared<net::io_thread>(options_.busy_poll,
+                                           io_mode(options_.busy_poll_under_load))),
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period

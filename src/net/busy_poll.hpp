@@ -15,21 +15,22 @@
 // counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
 // shuts the window at once, until a few replies that came back alone open it again.
 //
-// Under load it may pay again, when asked for (client_options::busy_poll_under_load): with many
-// commands in flight (16 async chains, say), each reply's round trip is long, queued behind the
-// others, but the I/O thread's next event (the next burst of replies) may be due within
-// microseconds, and sleeping between bursts costs each burst a wake-up. So the window also opens
-// while replies come back with `loaded_in_flight` or more others in flight, provided the I/O
-// thread's recent waits for its next event (a slow moving average the thread reports, counted from
-// when it has nothing left to run) are within 1.5 x the limit: a loaded client of a distant server,
-// whose bursts come far apart, still sleeps. The waits are spread wide (16 threads on loopback: a
-// third under 8 us, a sixth over 128 us), so their average sits near the limit where polling pays
-// (~53 us measured at 16 threads on loopback; ~91 us through a forwarding proxy on the same host,
-// where polling only costs CPU; ~600 us 1 ms away): hence the margin, and a slow average that does
-// not flicker across it. (docs/benchmarks.md 0.0h and 0.0i.) It is off by default: a loaded
-// client's I/O thread then polls most of the time, and where the callers have work of their own
-// between round trips that vCPU is theirs (the marketplace ran 15-17 % slower with it on, while
-// callers that only take and release locks ran 14-27 % faster; 0.0j).
+// Under load it may pay again: with many commands in flight (16 async chains, say), each reply's
+// round trip is long, queued behind the others, but the I/O thread's next event (the next burst
+// of replies) may be due within microseconds, and sleeping between bursts costs each burst a
+// wake-up. So the window may also open while replies come back with `loaded_in_flight` or more
+// others in flight, provided the I/O thread's recent waits for its next event (a slow moving
+// average the thread reports, counted from when it has nothing left to run) are within 1.5 x the
+// limit: a loaded client of a distant server, whose bursts come far apart, still sleeps. The
+// waits are spread wide (16 threads on loopback: a third under 8 us, a sixth over 128 us), so
+// their average sits near the limit where polling pays (~53 us measured at 16 threads on
+// loopback; ~91 us through a forwarding proxy on the same host, where polling only costs CPU;
+// ~600 us 1 ms away): hence the margin, and a slow average that does not flicker across it.
+// (docs/benchmarks.md 0.0h and 0.0i.) Even then a loaded client's I/O thread polls most of the
+// time, and where the callers have work of their own between round trips that vCPU is theirs
+// (the marketplace ran 15-17 % slower with it, while callers that only take and release locks
+// ran 14-27 % faster; 0.0j). By default (under_load::when_it_pays) a trial decides which of the
+// two this client is (load_poll_trial.hpp).
 //
 // Decisions only; io_thread acts on them.
 #pragma once
@@ -38,13 +39,19 @@
 #include <chrono>
 #include <cstddef>
 
+#include "net/load_poll_trial.hpp"
+
 namespace dlock::net {
+
+/// Whether the window may also open while the client is loaded (see above).
+enum class under_load { never, when_it_pays, always };
 
 class busy_poll_policy {
  public:
-  /// `limit` 0 turns polling off. `under_load`: also poll while loaded (see above).
-  explicit busy_poll_policy(std::chrono::microseconds limit, bool under_load = false) noexcept
-      : limit_(limit), under_load_(under_load) {}
+  /// `limit` 0 turns polling off, under load too.
+  explicit busy_poll_policy(std::chrono::microseconds limit,
+                            under_load mode = under_load::never) noexcept
+      : limit_(limit), mode_(mode) {}
 
   bool enabled() const noexcept { return limit_.count() > 0; }
 
@@ -55,6 +62,7 @@ class busy_poll_policy {
   /// many commands its connection still had in flight when it came.
   void note_reply(std::chrono::nanoseconds round_trip, std::size_t others_in_flight) noexcept {
     if (!enabled()) return;  // nothing reads the averages
+    trial_.note_reply();
     // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
     if (others_in_flight > 0)
       round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
@@ -67,9 +75,15 @@ class busy_poll_policy {
                                                  : std::max(load_ - 1, 0);
   }
 
-  /// True while replies come back with many others in flight and polling under load is on: the
-  /// I/O thread then reports its waits (note_wait).
-  bool loaded() const noexcept { return under_load_ && load_ > 0; }
+  /// True while replies come back with many others in flight and polling under load may
+  /// open the window: the I/O thread then reports the time (note_time).
+  bool loaded() const noexcept { return mode_ != under_load::never && load_ > 0; }
+
+  /// True while the window may open under load: the I/O thread then also reports its waits for
+  /// the next event (note_wait). Between trials that chose not to poll, it need not time them.
+  bool times_waits() const noexcept {
+    return loaded() && (mode_ == under_load::always || trial_.trying() || trial_.polling());
+  }
 
   /// The I/O thread, with nothing left to run, waited `wait` for its next event (polling,
   /// sleeping, or both).
@@ -80,18 +94,31 @@ class busy_poll_policy {
     wait_average_ += (wait - wait_average_) / 16;
   }
 
+  /// The I/O thread's clock, while loaded: it paces the trial (under_load::when_it_pays).
+  void note_time(load_poll_trial::clock::time_point now) noexcept {
+    if (mode_ == under_load::when_it_pays && load_ > 0) trial_.note_time(now);
+  }
+
+  /// The trial under way or last run (under_load::when_it_pays).
+  const load_poll_trial& trial() const noexcept { return trial_; }
+
   /// How long to poll before sleeping: `limit` while the average round trip is within it, or
-  /// while loaded and the average wait for the next event is within 1.5 x it; else zero.
+  /// while loaded, polling under load (always, or as the trial says) and the average wait for
+  /// the next event is within 1.5 x it; else zero.
   std::chrono::nanoseconds window() const noexcept {
     if (!enabled()) return std::chrono::nanoseconds(0);
-    if (average_ <= limit_ || (loaded() && wait_average_ <= limit_ * 3 / 2)) return limit_;
+    if (average_ <= limit_) return limit_;
+    const bool polls_under_load =
+        mode_ == under_load::always || (mode_ == under_load::when_it_pays && trial_.polling());
+    if (loaded() && polls_under_load && wait_average_ <= limit_ * 3 / 2) return limit_;
     return std::chrono::nanoseconds(0);
   }
 
  private:
   static constexpr int max_load = 16;
   std::chrono::nanoseconds limit_;
-  bool under_load_;
+  under_load mode_;
+  load_poll_trial trial_;
   std::chrono::nanoseconds average_{0};
   // Starts long: a loaded client polls only once its waits have shown they are short.
   std::chrono::nanoseconds wait_average_ = 2 * limit_;

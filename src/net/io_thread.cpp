@@ -2,7 +2,7 @@
 
 namespace dlock::net {
 
-io_thread::io_thread(std::chrono::microseconds busy_poll, bool busy_poll_under_load)
+io_thread::io_thread(std::chrono::microseconds busy_poll, under_load busy_poll_under_load)
     : busy_poll_(busy_poll, busy_poll_under_load), work_(asio::make_work_guard(context_)) {
   thread_ = std::thread([this] {
     // A handler that throws is a bug in dlock; keep the loop alive rather than kill the process,
@@ -27,20 +27,21 @@ void io_thread::run_loop() {
   }
   while (!context_.stopped()) {
     const auto window = busy_poll_.window();
-    // Under load the policy needs the waits for the next event. Handlers already due run first,
-    // untimed: what follows them is the wait, and the thread sleeps unless the window is open.
-    const bool timed = window.count() > 0 || busy_poll_.loaded();
+    // Under load the policy may need the waits for the next event. Handlers already due run
+    // first, untimed: what follows them is the wait, and the thread sleeps unless the window is
+    // open.
+    const bool timed = window.count() > 0 || busy_poll_.times_waits();
     if (timed && context_.poll() > 0) continue;
-    // Only a timed wait reads the clock (polling implies timed).
-    const auto start = timed ? clock::now() : clock::time_point{};
-    clock::duration waited{};
+    // Only a timed wait, or a loaded client's (for the trial's pace), reads the clock.
+    const bool clocked = timed || busy_poll_.loaded();
+    const auto start = clocked ? clock::now() : clock::time_point{};
+    auto now = start;
     bool ran = false;
     if (window.count() > 0) {
       const auto until = start + window;
-      for (auto now = start; !context_.stopped() && now < until; now = clock::now()) {
+      for (; !context_.stopped() && now < until; now = clock::now()) {
         if (context_.poll() > 0) {
           ran = true;
-          waited = now - start;
           break;
         }
       }
@@ -48,9 +49,10 @@ void io_thread::run_loop() {
     if (!ran) {
       context_.run_one();
       // It slept: an overestimate by the one handler it ran, which only errs towards sleeping.
-      if (timed) waited = clock::now() - start;
+      if (clocked) now = clock::now();
     }
-    if (timed) busy_poll_.note_wait(waited);
+    if (timed) busy_poll_.note_wait(now - start);
+    if (clocked) busy_poll_.note_time(now);
   }
 }
 

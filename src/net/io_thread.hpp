@@ -18,10 +18,10 @@ class io_thread {
   /// Starts the thread. `busy_poll`: how long it polls before it sleeps while replies come back
   /// fast and alone, or (`busy_poll_under_load`) while it is loaded and its events come close
   /// together (busy_poll.hpp); 0: it sleeps as soon as it has nothing to do. A `dlock::client`
-  /// passes client_options::busy_poll (50 us by default) and busy_poll_under_load (off by
-  /// default); a standalone `redis_client` keeps these defaults, 0 and off.
+  /// passes client_options::busy_poll (50 us by default) and busy_poll_under_load (a trial
+  /// decides, by default); a standalone `redis_client` keeps these defaults, 0 and never.
   explicit io_thread(std::chrono::microseconds busy_poll = std::chrono::microseconds(0),
-                     bool busy_poll_under_load = false);
+                     under_load busy_poll_under_load = under_load::never);
   ~io_thread();
   io_thread(const io_thread&) = delete;
   io_thread& operator=(const io_thread&) = delete;

@@ -11,6 +11,7 @@
 namespace {
 
 using dlock::net::busy_poll_policy;
+using dlock::net::under_load;
 using namespace std::chrono_literals;
 
 void note(busy_poll_policy& p, int replies, std::chrono::nanoseconds round_trip,
@@ -121,7 +122,7 @@ int rounds_until(busy_poll_policy& p, std::initializer_list<std::chrono::nanosec
 }
 
 TEST(BusyPoll, ALoadedClientWhoseEventsComeCloseTogetherPolls) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   loaded_round(p, 10us);
   EXPECT_EQ(p.window(), 0ns) << "a loaded client polls only once its waits have shown short";
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
@@ -134,7 +135,7 @@ TEST(BusyPoll, ALoadedClientWhoseEventsComeCloseTogetherPolls) {
 // The waits of 16 threads on loopback are spread wide: many within a few microseconds, some of
 // a few hundred. Their average a little above the limit still opens the window.
 TEST(BusyPoll, ALoadedClientWhoseWaitsAreMostlyShortPolls) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   EXPECT_LT(rounds_until(p, {5us, 10us, 20us, 40us, 200us}, true), 100);  // mean 55 us
   for (int i = 0; i < 50; ++i) {
     for (auto wait : {5us, 10us, 20us, 40us, 200us})
@@ -146,7 +147,7 @@ TEST(BusyPoll, ALoadedClientWhoseWaitsAreMostlyShortPolls) {
 // Through a forwarding proxy on the same host the waits average nearly twice the limit, and
 // polling then only costs CPU.
 TEST(BusyPoll, ALoadedClientWhoseWaitsAverageTwiceTheLimitSleeps) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   for (int i = 0; i < 50; ++i) {
     for (auto wait : {10us, 40us, 80us, 120us, 200us})  // mean 90 us
       loaded_round(p, wait);
@@ -155,7 +156,7 @@ TEST(BusyPoll, ALoadedClientWhoseWaitsAverageTwiceTheLimitSleeps) {
 }
 
 TEST(BusyPoll, ALoadedClientOfADistantServerSleeps) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   for (int i = 0; i < 50; ++i) {
     loaded_round(p, 400us);  // bursts of replies 400 us apart
     EXPECT_EQ(p.window(), 0ns) << "round " << i;
@@ -163,14 +164,14 @@ TEST(BusyPoll, ALoadedClientOfADistantServerSleeps) {
 }
 
 TEST(BusyPoll, OneStallShutsAPollingLoadedClientAtOnce) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
   loaded_round(p, 2ms);  // the server stalled, or the next burst is a network away
   EXPECT_EQ(p.window(), 0ns);
 }
 
 TEST(BusyPoll, ALullBetweenBurstsDoesNotShutItButTheEndOfTheLoadDoes) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   EXPECT_LE(rounds_until(p, {10us}, true), 10);
   note(p, 3, 150us, 1);  // a few replies with few others in flight: the burst's tail
   EXPECT_EQ(p.window(), 50us);
@@ -179,7 +180,7 @@ TEST(BusyPoll, ALullBetweenBurstsDoesNotShutItButTheEndOfTheLoadDoes) {
 }
 
 TEST(BusyPoll, WaitsDoNotOpenItWithoutLoad) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   note(p, 20, 1ms);  // a distant server, one caller
   for (int i = 0; i < 20; ++i)
     p.note_wait(5us);
@@ -187,7 +188,7 @@ TEST(BusyPoll, WaitsDoNotOpenItWithoutLoad) {
 }
 
 TEST(BusyPoll, ItIsLoadedOnlyWhileManyCommandsAreInFlight) {
-  busy_poll_policy p(50us, true);
+  busy_poll_policy p(50us, under_load::always);
   EXPECT_FALSE(p.loaded());
   note(p, 1, 150us, busy_poll_policy::loaded_in_flight - 1);
   EXPECT_FALSE(p.loaded());
@@ -207,8 +208,149 @@ TEST(BusyPoll, ALoadedClientSleepsUnlessPollingUnderLoadIsOn) {
 }
 
 TEST(BusyPoll, ZeroIgnoresLoadToo) {
-  busy_poll_policy p(0us, true);
+  busy_poll_policy p(0us, under_load::always);
   loaded_round(p, 1us);
+  EXPECT_EQ(p.window(), 0ns);
+}
+
+// ---- under_load::when_it_pays: a trial decides (load_poll_trial.hpp) ----
+
+using dlock::net::load_poll_trial;
+using trial_clock = load_poll_trial::clock;
+
+// Runs `t` from `now` for `length`, ticking every 100 us; in each tick the client completes
+// `with` replies while the trial polls and `without` while it does not.
+void run_trial_load(load_poll_trial& t, trial_clock::time_point& now, trial_clock::duration length,
+                    int with, int without) {
+  for (const auto end = now + length; now < end; now += 100us) {
+    for (int i = 0, n = t.polling() ? with : without; i < n; ++i)
+      t.note_reply();
+    t.note_time(now);
+  }
+}
+
+// The length of one trial, with a tick's slack per period.
+constexpr auto trial_length = 4 * (load_poll_trial::period + 100us);
+
+TEST(LoadPollTrial, ALoadedClientStartsWithATrialAndPollsWhereItPays) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  t.note_time(now);
+  EXPECT_TRUE(t.trying()) << "the first loaded moment starts a trial";
+  run_trial_load(t, now, trial_length, 12, 10);  // 20 % more replies while polling
+  ASSERT_FALSE(t.trying());
+  EXPECT_TRUE(t.polling());
+  run_trial_load(t, now, load_poll_trial::hold - 10ms, 12, 10);
+  EXPECT_TRUE(t.polling()) << "the choice holds until the next trial";
+  EXPECT_FALSE(t.trying());
+}
+
+TEST(LoadPollTrial, ItDoesNotPollWherePollingCostsOrChangesNothing) {
+  // A steady 100 replies per tick without polling; 80, 100 or 104 (within the margin) with it.
+  for (const int with : {80, 100, 104}) {
+    SCOPED_TRACE(with);
+    load_poll_trial t;
+    auto now = trial_clock::now();
+    run_trial_load(t, now, trial_length, with, 100);
+    ASSERT_FALSE(t.trying());
+    EXPECT_FALSE(t.polling());
+  }
+}
+
+// The order without, with, with, without: a rate that rises steadily through the trial (a load
+// ramping up) favours neither mode. (In the order without, with, without, with, this rise, by
+// half over the trial, would count 14 % for polling.)
+TEST(LoadPollTrial, ASteadyRiseInTheRateFavoursNeither) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  const auto start = now;
+  for (const auto end = now + trial_length; now < end; now += 100us) {
+    const auto ticks = (now - start) / 100us;
+    for (auto i = 0 * ticks; i < 100 + ticks / 40; ++i)  // 100 per tick, rising to ~150
+      t.note_reply();
+    t.note_time(now);
+  }
+  ASSERT_FALSE(t.trying());
+  EXPECT_FALSE(t.polling());
+}
+
+TEST(LoadPollTrial, TrialsRepeatAndFollowAChangedWorkload) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  run_trial_load(t, now, trial_length, 12, 10);
+  ASSERT_TRUE(t.polling());
+  // The callers now have work of their own: polling costs them.
+  run_trial_load(t, now, load_poll_trial::hold + trial_length, 8, 10);
+  EXPECT_FALSE(t.trying());
+  EXPECT_FALSE(t.polling());
+  run_trial_load(t, now, load_poll_trial::hold + trial_length, 12, 10);
+  EXPECT_TRUE(t.polling());
+}
+
+TEST(LoadPollTrial, AGapVoidsTheTrialUnderWay) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  // The periods without polling come out busy, those with it idle: were they compared, it would
+  // not poll. Then the load stops (no ticks) for a second, and comes back polling-bound.
+  run_trial_load(t, now, 2 * load_poll_trial::period + 150us, 0, 1000);
+  ASSERT_TRUE(t.trying());
+  now += 1s;
+  t.note_time(now);
+  EXPECT_TRUE(t.trying());
+  EXPECT_FALSE(t.polling()) << "a fresh trial starts without polling";
+  run_trial_load(t, now, trial_length, 12, 10);
+  ASSERT_FALSE(t.trying());
+  EXPECT_TRUE(t.polling());
+}
+
+// The policy: with when_it_pays the loaded window opens only while the trial polls.
+TEST(BusyPoll, WhenItPaysALoadedClientPollsOnlyWhileTheTrialSaysSo) {
+  busy_poll_policy p(50us, under_load::when_it_pays);
+  auto now = trial_clock::now();
+  bool polled_in_trial = false;
+  // Loaded rounds whose waits are short; the trial counts 12 replies per tick while the window
+  // is open and 8 while it is shut: polling pays.
+  for (const auto end = now + trial_length; now < end; now += 100us) {
+    const bool open = p.window() != 0ns;
+    polled_in_trial |= open;
+    // (Before the first loaded reply the window is open for the lone-reply rule.)
+    if (p.loaded()) {
+      ASSERT_EQ(open, p.trial().polling());
+    }
+    note(p, open ? 12 : 8, 150us, busy_poll_policy::loaded_in_flight + 4);
+    p.note_wait(10us);
+    p.note_time(now);
+    if (p.trial().trying()) {
+      ASSERT_TRUE(p.times_waits()) << "a trial times the waits";
+    }
+  }
+  EXPECT_TRUE(polled_in_trial);
+  ASSERT_FALSE(p.trial().trying());
+  EXPECT_TRUE(p.trial().polling());
+  EXPECT_EQ(p.window(), 50us);
+}
+
+TEST(BusyPoll, WhenItDoesNotPayALoadedClientSleepsAndStopsTimingItsWaits) {
+  busy_poll_policy p(50us, under_load::when_it_pays);
+  auto now = trial_clock::now();
+  for (const auto end = now + trial_length; now < end; now += 100us) {
+    note(p, p.window() != 0ns ? 8 : 12, 150us, busy_poll_policy::loaded_in_flight + 4);
+    p.note_wait(10us);
+    p.note_time(now);
+  }
+  ASSERT_FALSE(p.trial().trying());
+  EXPECT_FALSE(p.trial().polling());
+  EXPECT_EQ(p.window(), 0ns);
+  EXPECT_TRUE(p.loaded()) << "it still reads the clock, for the next trial";
+  EXPECT_FALSE(p.times_waits());
+}
+
+TEST(BusyPoll, WhenItPaysTheTrialWaitsForLoad) {
+  busy_poll_policy p(50us, under_load::when_it_pays);
+  note(p, 20, 1ms);  // one caller of a distant server: not loaded, the window shut
+  p.note_time(trial_clock::now());
+  EXPECT_FALSE(p.trial().trying());
+  EXPECT_FALSE(p.loaded());
   EXPECT_EQ(p.window(), 0ns);
 }
 
