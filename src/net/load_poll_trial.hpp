@@ -9,9 +9,13 @@
 // four periods of `period` in the order without, with, with, without (a steady drift in the
 // rate then counts alike against both), and polls until the next trial only if the periods with
 // polling completed more than `margin` times as many replies. A client whose callers send at a
-// fixed rate completes as many either way, and does not poll. Trials repeat every `hold`, so a
-// wrong choice (a noisy trial) or a changed workload costs at most that long; a trial spends
-// half its length in the mode not chosen, ~5 % of the time.
+// fixed rate completes as many either way, and does not poll.
+//
+// A trial that starts as the load does (the first loaded moment, or after a gap in it) first
+// lets it settle for a period, counted for neither mode: callers still starting up raise the
+// rate fastest in the first periods, and the order above cancels a steady rise, not a curve.
+// Trials repeat every `hold`, so a wrong choice (a noisy trial) or a changed workload costs at
+// most that long; a trial spends half its length in the mode not chosen, ~5 % of the time.
 //
 // Decisions only: the I/O thread reports replies and the time, busy_poll_policy asks polling().
 #pragma once
@@ -39,37 +43,42 @@ class load_poll_trial {
   void note_reply() noexcept { ++replies_; }
 
   /// The I/O thread's clock, read at least every few milliseconds while the client is loaded.
-  /// A longer gap (the client was idle, or not loaded) voids a trial under way: the periods
-  /// must each describe the same load. Without a trial, one starts once `hold` has passed
-  /// since the last.
+  /// A longer gap (the client was idle, or not loaded) starts a new trial, from its settling
+  /// period: the load that comes back may not be the one measured, and a trial's periods must
+  /// each describe the same load. Otherwise a trial starts once `hold` has passed since the
+  /// last.
   void note_time(clock::time_point now) noexcept {
     const bool gap = now - last_ > period / 2;
     last_ = now;
-    if (step_ < 0) {
-      if (now >= next_trial_) start(now);
+    if (gap) {
+      start(now, settle);
       return;
     }
-    if (gap) {
-      start(now);
+    if (step_ < 0) {
+      if (now >= next_trial_) start(now, first);
       return;
     }
     if (now - step_start_ < period) return;
-    const std::chrono::duration<double> length = now - step_start_;
-    rates_[static_cast<std::size_t>(step_)] = static_cast<double>(replies_) / length.count();
+    if (step_ > settle) {
+      const std::chrono::duration<double> length = now - step_start_;
+      rates_[static_cast<std::size_t>(step_ - first)] =
+          static_cast<double>(replies_) / length.count();
+    }
     replies_ = 0;
     step_start_ = now;
-    if (++step_ < steps) return;
+    if (++step_ <= last) return;
     chosen_ = rates_[1] + rates_[2] > margin * (rates_[0] + rates_[3]);
     step_ = -1;
     next_trial_ = now + hold;
   }
 
  private:
-  static constexpr int steps = 4;
-  static constexpr bool step_polls(int step) noexcept { return step == 1 || step == 2; }
+  // A trial's periods: an optional settling one, then without, with, with, without.
+  static constexpr int settle = 0, first = 1, last = 4;
+  static constexpr bool step_polls(int step) noexcept { return step == 2 || step == 3; }
 
-  void start(clock::time_point now) noexcept {
-    step_ = 0;
+  void start(clock::time_point now, int step) noexcept {
+    step_ = step;
     step_start_ = now;
     replies_ = 0;
   }
@@ -80,7 +89,7 @@ class load_poll_trial {
   clock::time_point last_{};
   clock::time_point next_trial_{};  // the epoch: the first loaded moment starts one
   std::uint64_t replies_ = 0;
-  std::array<double, steps> rates_{};
+  std::array<double, 4> rates_{};
 };
 
 }  // namespace dlock::net

@@ -229,8 +229,9 @@ void run_trial_load(load_poll_trial& t, trial_clock::time_point& now, trial_cloc
   }
 }
 
-// The length of one trial, with a tick's slack per period.
-constexpr auto trial_length = 4 * (load_poll_trial::period + 100us);
+// The length of one trial that starts as the load does (a settling period, then four), with a
+// tick's slack per period.
+constexpr auto trial_length = 5 * (load_poll_trial::period + 100us);
 
 TEST(LoadPollTrial, ALoadedClientStartsWithATrialAndPollsWhereItPays) {
   load_poll_trial t;
@@ -274,6 +275,19 @@ TEST(LoadPollTrial, ASteadyRiseInTheRateFavoursNeither) {
   EXPECT_FALSE(t.polling());
 }
 
+// Callers starting up: the rate climbs through the first period, then holds. Counted, that
+// period would make polling look 25 % better (the periods without it include it); it is not.
+TEST(LoadPollTrial, ALoadThatJustStartedSettlesBeforeItIsCounted) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  run_trial_load(t, now, load_poll_trial::period, 20, 20);
+  ASSERT_TRUE(t.trying());
+  EXPECT_FALSE(t.polling()) << "it settles without polling";
+  run_trial_load(t, now, trial_length - load_poll_trial::period, 100, 100);
+  ASSERT_FALSE(t.trying());
+  EXPECT_FALSE(t.polling());
+}
+
 TEST(LoadPollTrial, TrialsRepeatAndFollowAChangedWorkload) {
   load_poll_trial t;
   auto now = trial_clock::now();
@@ -292,8 +306,9 @@ TEST(LoadPollTrial, AGapVoidsTheTrialUnderWay) {
   auto now = trial_clock::now();
   // The periods without polling come out busy, those with it idle: were they compared, it would
   // not poll. Then the load stops (no ticks) for a second, and comes back polling-bound.
-  run_trial_load(t, now, 2 * load_poll_trial::period + 150us, 0, 1000);
+  run_trial_load(t, now, 3 * load_poll_trial::period + 150us, 0, 1000);
   ASSERT_TRUE(t.trying());
+  ASSERT_TRUE(t.polling()) << "the trial is in a period with polling";
   now += 1s;
   t.note_time(now);
   EXPECT_TRUE(t.trying());
@@ -301,6 +316,18 @@ TEST(LoadPollTrial, AGapVoidsTheTrialUnderWay) {
   run_trial_load(t, now, trial_length, 12, 10);
   ASSERT_FALSE(t.trying());
   EXPECT_TRUE(t.polling());
+}
+
+TEST(LoadPollTrial, AGapStartsAFreshTrialEvenWhileAChoiceHolds) {
+  load_poll_trial t;
+  auto now = trial_clock::now();
+  run_trial_load(t, now, trial_length, 12, 10);
+  ASSERT_TRUE(t.polling());
+  ASSERT_FALSE(t.trying());
+  now += 100ms;  // the load stops, and another comes: polling now costs it
+  run_trial_load(t, now, trial_length, 8, 10);
+  EXPECT_FALSE(t.trying());
+  EXPECT_FALSE(t.polling()) << "the new load was tried at once, not after the hold";
 }
 
 // The policy: with when_it_pays the loaded window opens only while the trial polls.
