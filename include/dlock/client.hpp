@@ -43,7 +43,9 @@ enum class load_polling {
   /// with work of their own between round trips keep their vCPU; callers that send at a fixed
   /// rate complete as many either way, and the thread sleeps.
   when_it_pays,
-  /// Always (subject only to the waits check below): for a client known to be lock-bound.
+  /// Whenever loaded (while its waits for the next burst of replies are short; see
+  /// client_options::busy_poll_under_load): for a client whose callers do little but take and
+  /// release locks.
   always,
 };
 
@@ -126,7 +128,7 @@ struct DLOCK_API client_options {
   /// Whether to poll while the client is loaded too (4 or more commands in flight on a
   /// connection), provided its recent waits for the next burst of replies average within 1.5 x
   /// busy_poll. The I/O thread then polls most of the time, on a vCPU of its own. That pays
-  /// where the callers do little but take and release locks (16 threads 10-14 % faster, 16 async
+  /// where the callers do little but take and release locks (16 threads 10-15 % faster, 16 async
   /// chains 27-32 % faster, 2 vCPUs shared with the server), and costs where they have work of
   /// their own between round trips (the marketplace's workers ran 15-17 % slower):
   /// docs/benchmarks.md 0.0j and 0.0k. By default a trial finds out which of the two this client
