@@ -260,7 +260,7 @@ TEST(LoadPollTrial, ItDoesNotPollWherePollingCostsOrChangesNothing) {
 
 // The order without, with, with, without: a rate that rises steadily through the trial (a load
 // ramping up) favours neither mode. (In the order without, with, without, with, this rise, by
-// half over the trial, would count 14 % for polling.)
+// half over the trial, would count ~10 % for polling.)
 TEST(LoadPollTrial, ASteadyRiseInTheRateFavoursNeither) {
   load_poll_trial t;
   auto now = trial_clock::now();
