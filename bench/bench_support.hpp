@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <functional>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include <dlock/client.hpp>
 #include <dlock/redis/connection_options.hpp>
 #include <nlohmann/json_fwd.hpp>
 
@@ -25,6 +28,14 @@ namespace dlock::bench {
 
 /// ctest's SKIP_RETURN_CODE for the benchmarks: redis-server or redis-benchmark is missing.
 inline constexpr int exit_skip = 77;
+
+/// client_options::busy_poll_under_load's values as the benchmarks' --busy-poll-under-load
+/// spells them, in the enum's order.
+inline constexpr std::array<std::pair<std::string_view, load_polling>, 3> load_polling_names{{
+    {"never", load_polling::never},
+    {"when-it-pays", load_polling::when_it_pays},
+    {"always", load_polling::always},
+}};
 
 // ---- child processes ----
 

@@ -59,10 +59,9 @@ int main(int argc, char** argv) {
                  "client_options::busy_poll of the uncontended and throughput clients, in "
                  "microseconds (default: the library's; 0 turns it off)")
       ->check(CLI::Range(0, 10000));
-  const std::map<std::string, dlock::load_polling> load_polling_names{
-      {"never", dlock::load_polling::never},
-      {"when-it-pays", dlock::load_polling::when_it_pays},
-      {"always", dlock::load_polling::always}};
+  std::map<std::string, dlock::load_polling> load_polling_names;
+  for (const auto& [name, mode] : dlock::bench::load_polling_names)
+    load_polling_names.emplace(name, mode);
   app.add_option("--busy-poll-under-load", o.busy_poll_under_load,
                  "client_options::busy_poll_under_load of the uncontended and throughput clients: "
                  "never, when-it-pays (the default) or always")

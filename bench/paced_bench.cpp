@@ -99,17 +99,14 @@ int run(settings cfg) {
     embedded = std::make_unique<emb::redis_server>();  // stopped by its destructor
     cfg.url = embedded->url();
   }
-  const std::vector<std::pair<const char*, dlock::load_polling>> modes{
-      {"never", dlock::load_polling::never},
-      {"when_it_pays", dlock::load_polling::when_it_pays},
-      {"always", dlock::load_polling::always}};
-  std::map<std::string, std::vector<sample>> samples;
+  const auto& modes = bench::load_polling_names;
+  std::map<std::string_view, std::vector<sample>> samples;
   for (int round = 0; round < cfg.rounds; ++round) {
     for (const auto& [name, mode] : modes) {
       samples[name].push_back(measure(cfg, mode));
-      std::fprintf(stderr, "  [%d/%d] %-12s %8.0f pairs/s, CPU %5.1f %% of a core\n", round + 1,
-                   cfg.rounds, name, samples[name].back().pairs_per_second,
-                   100 * samples[name].back().cpu_share);
+      std::fprintf(stderr, "  [%d/%d] %-12.*s %8.0f pairs/s, CPU %5.1f %% of a core\n", round + 1,
+                   cfg.rounds, static_cast<int>(name.size()), name.data(),
+                   samples[name].back().pairs_per_second, 100 * samples[name].back().cpu_share);
     }
   }
   std::printf(
@@ -125,8 +122,8 @@ int run(settings cfg) {
       cpu.push_back(s.cpu_share);
       per_pair.push_back(1e6 * s.cpu_share / s.pairs_per_second);
     }
-    std::printf("%-20s %10.0f %14.2f %16.1f\n", name, bench::median(rate), bench::median(cpu),
-                bench::median(per_pair));
+    std::printf("%-20.*s %10.0f %14.2f %16.1f\n", static_cast<int>(name.size()), name.data(),
+                bench::median(rate), bench::median(cpu), bench::median(per_pair));
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
 //                      [--try-first] [--separate-reads]
 //                      [--busy-poll-under-load never|when-it-pays|always]
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "market/market.hpp"
 
 namespace {
@@ -80,15 +82,13 @@ int main(int argc, char** argv) {
         o.dlock.reads_with_acquisition = false;
       } else if (a == "--busy-poll-under-load") {
         const std::string mode = value();
-        if (mode == "never") {
-          o.dlock.busy_poll_under_load = dlock::load_polling::never;
-        } else if (mode == "when-it-pays") {
-          o.dlock.busy_poll_under_load = dlock::load_polling::when_it_pays;
-        } else if (mode == "always") {
-          o.dlock.busy_poll_under_load = dlock::load_polling::always;
-        } else {
+        const auto& names = dlock::bench::load_polling_names;
+        const auto it = std::find_if(names.begin(), names.end(),
+                                     [&](const auto& named) { return named.first == mode; });
+        if (it == names.end()) {
           throw std::invalid_argument("--busy-poll-under-load: never, when-it-pays or always");
         }
+        o.dlock.busy_poll_under_load = it->second;
       } else {
         return usage(argv[0]);
       }
