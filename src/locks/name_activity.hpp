@@ -3,8 +3,14 @@
 // elsewhere after a release. User threads read it to decide whether a first attempt may leave at
 // once (no hop through the I/O thread) without overtaking anyone here; the I/O thread updates it.
 // Entries exist only while something is going on.
+//
+// Every acquisition and release touches it several times, from its caller's thread and from the
+// I/O thread, so the names are spread over shards with a mutex each: with one mutex for all, a
+// caller preempted while holding it (16 callers on 2 cores) made the others sleep on it
+// (docs/benchmarks.md 0.0l).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -44,12 +50,19 @@ class name_activity {
     std::weak_ptr<void> direct;
   };
   using table = std::unordered_map<std::string, entry>;
-  /// The entry for `name`, added if missing.
-  table::iterator slot(const std::string& name) DLOCK_REQUIRES(mutex_);
-  mutable mutex mutex_;
-  table names_ DLOCK_GUARDED_BY(mutex_);
-  // An uncontended acquisition adds its name's entry and removes it again.
-  spare_nodes<table> spare_ DLOCK_GUARDED_BY(mutex_);
+  // A cache line each (64 bytes on the targets we build for), so that two shards' mutexes do
+  // not share one.
+  struct alignas(64) shard {
+    mutex guard;
+    table names DLOCK_GUARDED_BY(guard);
+    // An uncontended acquisition adds its name's entry and removes it again.
+    spare_nodes<table> spare DLOCK_GUARDED_BY(guard);
+    /// The entry for `name`, added if missing.
+    table::iterator slot(const std::string& name) DLOCK_REQUIRES(guard);
+  };
+  static constexpr std::size_t shard_count = 16;
+  shard& shard_of(const std::string& name) const;
+  mutable std::array<shard, shard_count> shards_;
 };
 
 }  // namespace dlock::detail
