@@ -8,11 +8,12 @@
 // machine with fewer cores than waiting callers (16 threads on 2 cores) turns every wait into a
 // round of needless context switches; but a lone caller waiting for a round trip (tens of
 // microseconds on loopback) that sleeps at once pays a wake-up from an idle core on every reply.
-// One spinner keeps that case fast. It spins only while few callers wait: with 4 or more others
+// One spinner keeps that case fast. It spins only while few callers wait: with 16 or more
 // waiting, replies come back to back and the I/O thread and the server keep the cores busy, so a
 // yielding thread only takes CPU from them (64 threads on two command connections, 2 cores: ~100k
-// pairs/s spinning, ~130k not, docs/benchmarks.md 0.0; 8 threads: 23 % more pairs/s with the
-// limit at 4 than at 16, and 16 threads at a fixed rate 17 % less CPU, 0.0l).
+// pairs/s spinning, ~130k not; docs/benchmarks.md 0.0). A limit of 4 was measured too (0.0l):
+// 8 threads locking in a loop gained 23 % and 16 threads at a fixed rate spent 17 % less CPU,
+// but the marketplace's 10 workers lost 5 %, so 16 stays.
 #pragma once
 
 #include <atomic>
@@ -35,7 +36,7 @@ inline std::atomic<int> one_shot_spinners{0};
 /// How many threads are in one_shot::take right now, process-wide.
 inline std::atomic<int> one_shot_waiters{0};
 /// From this many other waiters on, none spins.
-inline constexpr int one_shot_spin_max_waiters = 4;
+inline constexpr int one_shot_spin_max_waiters = 16;
 /// How long the spinning waiter yields before it sleeps: about one loopback round trip.
 inline constexpr std::chrono::microseconds one_shot_spin{100};
 #endif
