@@ -12,7 +12,7 @@
 // waiting, replies come back to back and the I/O thread and the server keep the cores busy, so a
 // yielding thread only takes CPU from them (64 threads on two command connections, 2 cores: ~100k
 // pairs/s spinning, ~130k not; docs/benchmarks.md 0.0). A limit of 4 was measured too (0.0l):
-// 8 threads locking in a loop gained 23 % and 16 threads at a fixed rate spent 17 % less CPU,
+// 8 threads locking in a loop gained 23 % and 16 threads at a fixed rate spent 16 % less CPU,
 // but the marketplace's 10 workers lost 5 %, so 16 stays.
 #pragma once
 
