@@ -5,10 +5,12 @@
 //
 //  * Workers are threads. Each has its own redis_client (its own connection): WATCH state
 //    belongs to a connection, and the book's simulation ran one connection per process.
-//  * The work done under a lock is identical in book-lock, book-fine, dlock-coarse and
-//    dlock-fine, and is the book's purchase_item_with_lock: plain commands, no WATCH, each
-//    group sent as a transactional pipeline (MULTI ... EXEC in one round trip), as the book's
-//    `conn.pipeline(True)` does. Only the lock around it differs.
+//  * The work done under a lock is the same commands in book-lock, book-fine, dlock-coarse and
+//    dlock-fine, the book's purchase_item_with_lock: plain commands, no WATCH, each group sent
+//    as a transactional pipeline (MULTI ... EXEC in one round trip), as the book's
+//    `conn.pipeline(True)` does. The dlock variants carry the first read with the acquisition
+//    and end with the lease's write_and_release (the writes checked against the hold, the
+//    release behind them), each group as atomic as MULTI makes it (docs/market.md).
 //  * Listing takes the same lock as purchasing: the coarse variants lock the whole market (the
 //    book: "the market only lists or sells one item at a time"); the fine variants lock the
 //    item's market entry "<itemid>.<sellerid>". A lister is the only one who can touch that name
@@ -23,15 +25,17 @@
 //  * A buyer's ZRANGE (finding an item) is not part of its purchase call, as in the book, where
 //    purchase_item receives the item and its listed price.
 //  * dlock variants: one dlock::client shared by all workers, simple lock, fixed 10 s lease,
-//    try_acquire_until(10 s) (event-driven waiting), lease::release_async() (the release is sent
-//    at once; the worker does not wait for its reply). Measured with the probe's
+//    try_acquire_until(10 s) (event-driven waiting); the release leaves with the writes
+//    (write_and_release) or, when the work wrote nothing, by lease::release_async(); the worker
+//    never waits for a release's reply. Measured with the probe's
 //    switches (--per-worker-client, --one-connection, --reentrant, --watchdog, --try-first): the
 //    shared client costs the least CPU per operation (its command connections, two by
 //    default, batch the workers' lock scripts, and waiters on one item queue locally and are
 //    woken by our own release without waiting for the PUBLISH echo); lock kind, lease mode and a
 //    first try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX)
-//    and no watchdog bookkeeping are kept. The work stays on each worker's own connection: MULTI on
-//    the shared, multiplexed connection would take in other workers' commands.
+//    and no watchdog bookkeeping are kept. With --separate-reads/--separate-writes the work runs
+//    on each worker's own connection instead: MULTI on the shared, multiplexed connection would
+//    take in other workers' commands.
 //  * no-lock runs the lock variants' work, command for command, with no lock at all: the rate
 //    the work alone sustains, a ceiling for what any lock costs. It is not safe (two buyers can
 //    buy one item); it counts how often that happened instead of failing.
@@ -180,9 +184,10 @@ return 1
 
 using command_list = std::initializer_list<std::initializer_list<std::string_view>>;
 
-// Sends `commands` back to back on one connection (they leave in one write, or few) and waits
-// for all replies: one round trip, as a redis-py pipeline. Throws dlock::error on any failure.
-std::vector<reply> pipeline(redis_client& r, command_list commands) {
+// Sends `commands` back to back on one connection (they leave in one write, or few), wrapped in
+// MULTI ... EXEC when `transaction`, and waits for all replies: one round trip, as a redis-py
+// pipeline. Throws dlock::error on any failure.
+std::vector<reply> pipeline(redis_client& r, command_list commands, bool transaction = false) {
   struct state {
     std::mutex mutex;
     std::condition_variable cv;
@@ -192,10 +197,10 @@ std::vector<reply> pipeline(redis_client& r, command_list commands) {
     std::string what;
   };
   auto s = std::make_shared<state>();
-  s->replies.resize(commands.size());
-  s->left = commands.size();
+  s->left = commands.size() + (transaction ? 2 : 0);
+  s->replies.resize(s->left);
   std::size_t i = 0;
-  for (const auto& c : commands) {
+  auto send = [&](std::initializer_list<std::string_view> c) {
     r.command_async(c, [s, i](std::error_code ec, reply rep) {
       std::lock_guard lock(s->mutex);
       if (ec && !s->ec) {
@@ -206,7 +211,11 @@ std::vector<reply> pipeline(redis_client& r, command_list commands) {
       if (--s->left == 0) s->cv.notify_one();
     });
     ++i;
-  }
+  };
+  if (transaction) send({"MULTI"});
+  for (const auto& c : commands)
+    send(c);
+  if (transaction) send({"EXEC"});
   std::unique_lock lock(s->mutex);
   s->cv.wait(lock, [&] { return s->left == 0; });
   if (s->ec) throw dlock::error(s->ec, "pipeline: " + s->what);
@@ -377,8 +386,9 @@ class trader {
         return list_locked(itemid, member, price);
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
-                      {{"SISMEMBER", inventory_, itemid}}, [&](const std::vector<reply>* read) {
-                        return list_locked(itemid, member, price, read);
+                      {{"SISMEMBER", inventory_, itemid}},
+                      [&](const std::vector<reply>* read, dlock::lease* held) {
+                        return list_locked(itemid, member, price, read, held);
                       });
     }
   }
@@ -403,8 +413,8 @@ class trader {
       default:
         return locked(lock_name(member), clock_type::now() + lock_limit, t,
                       {{"ZSCORE", market_key, member}, {"HGET", hash_, "funds"}},
-                      [&](const std::vector<reply>* read) {
-                        return purchase_locked(itemid, seller, member, price, t, read);
+                      [&](const std::vector<reply>* read, dlock::lease* held) {
+                        return purchase_locked(itemid, seller, member, price, t, read, held);
                       });
     }
   }
@@ -474,21 +484,19 @@ class trader {
   // ---- the work done under a lock (identical for every lock variant, and no-lock's) ----
 
   // `read`, when the acquisition brought it: the SISMEMBER's reply (no-lock and the book's
-  // locks read here).
+  // locks read here). `held`: see write().
   outcome list_locked(const std::string& itemid, const std::string& member, std::string_view price,
-                      const std::vector<reply>* read = nullptr) {
+                      const std::vector<reply>* read = nullptr, dlock::lease* held = nullptr) {
     const auto in_inventory =
         read ? read->at(0) : redis_->command({"SISMEMBER", inventory_, itemid});
     if (in_inventory.integer() == 0) return outcome::stale;
-    exec_result(pipeline(
-        *redis_,
-        {{"MULTI"}, {"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}, {"EXEC"}}));
+    write({{"ZADD", market_key, price, member}, {"SREM", inventory_, itemid}}, held);
     return outcome::done;
   }
 
   outcome purchase_locked(const std::string& itemid, const std::string& seller,
                           const std::string& member, std::string_view price, tally& t,
-                          const std::vector<reply>* read = nullptr) {
+                          const std::vector<reply>* read = nullptr, dlock::lease* held = nullptr) {
     // `read`, when the acquisition brought it: the ZSCORE's and HGET's replies, read together.
     std::vector<reply> own;
     if (!read) {
@@ -504,16 +512,29 @@ class trader {
     if (to_int(values.at(1)) < to_int(listed)) return outcome::refused;
     // Appended, not "-" + std::string: g++ 12 -O3 reports a false -Wrestrict (GCC bug 105329).
     const std::string minus = std::string("-").append(price);
-    const auto written = pipeline(*redis_, {{"MULTI"},
-                                            {"HINCRBY", "users:" + seller, "funds", price},
-                                            {"HINCRBY", hash_, "funds", minus},
-                                            {"SADD", inventory_, itemid},
-                                            {"ZREM", market_key, member},
-                                            {"EXEC"}});
+    const auto written = write({{"HINCRBY", "users:" + seller, "funds", price},
+                                {"HINCRBY", hash_, "funds", minus},
+                                {"SADD", inventory_, itemid},
+                                {"ZREM", market_key, member}},
+                               held);
     // ZREM removed nothing: another buyer took the entry between our read and this write, and
     // both paid for it. A lock rules that out; only no-lock can count any.
-    if (to_int(exec_result(written).elements().at(3)) == 0) ++t.double_sold;
+    if (to_int(written.at(3)) == 0) ++t.double_sold;
     return outcome::done;
+  }
+
+  // The work's writes, as one transaction; their replies. With `held` (dlock variants with
+  // dlock_settings::writes_with_release), the lease's write_and_release: the hold checked and
+  // the writes run in one script, the lock released right behind them, one round trip on the
+  // lock's connection (the lease is empty afterwards). Otherwise MULTI ... EXEC on our own
+  // connection, as the book's pipeline(True).
+  std::vector<reply> write(command_list commands, dlock::lease* held) {
+    if (!held) return exec_result(pipeline(*redis_, commands, true)).elements();
+    std::vector<std::vector<std::string>> writes;
+    writes.reserve(commands.size());
+    for (const auto& c : commands)
+      writes.emplace_back(c.begin(), c.end());
+    return held->write_and_release(writes);
   }
 
   // ---- locks ----
@@ -552,18 +573,20 @@ class trader {
       auto [held, replies] = dlock_acquire(key, limit, waited, reads);
       acquired(static_cast<bool>(held));
       if (!held) return outcome::timed_out;
-      const outcome o = work(ctx_.dl.reads_with_acquisition ? &replies : nullptr);
+      const outcome o = work(ctx_.dl.reads_with_acquisition ? &replies : nullptr,
+                             ctx_.dl.writes_with_release ? &held : nullptr);
       worked();
       // The release need not hold up the worker: it goes out at once and its answer arrives in
-      // the background (failures show in the client's stats, lock_release_failures).
-      held.release_async();
+      // the background (failures show in the client's stats, lock_release_failures). Work
+      // that wrote with write_and_release has released already.
+      if (held) held.release_async();
       released();
       return o;
     }
     const auto id = book_acquire(key, limit, waited);
     acquired(id.has_value());
     if (!id) return ctx_.failed ? outcome::abandoned : outcome::timed_out;
-    const outcome o = work(nullptr);
+    const outcome o = work(nullptr, nullptr);
     worked();
     if (!book_release(key, *id, t)) ++t.release_failures;
     released();
@@ -1170,11 +1193,20 @@ report run(const options& o) {
              ? "carried by the acquisition (try_acquire_and_read): a lister's SISMEMBER, a "
                "buyer's ZSCORE + HGET run in one no-writes script on the lock's connection "
                "once the lock is held, right behind the acquire script when the lock is free "
-               "(one round trip for both); the writes stay on the worker's own connection"
+               "(one round trip for both)"
              : "on the worker's own connection after the acquisition, as in the book variants"},
+        {"writes",
+         dl.writes_with_release
+             ? "lease::write_and_release: one script checks the hold and runs the writes "
+               "(as atomic as MULTI makes them, and only while the lock is held), the release "
+               "right behind it in the same send, on the lock's connection (one round trip)"
+             : "MULTI ... EXEC on the worker's own connection, as in the book variants"},
         {"release",
-         "lease::release_async(): the compare-and-delete script (+ PUBLISH) is sent at "
-         "once and its reply handled in the background; the worker does not wait"},
+         dl.writes_with_release
+             ? "with the writes; lease::release_async() when the work wrote nothing (a stale "
+               "entry, too few funds): sent at once, its reply handled in the background"
+             : "lease::release_async(): the compare-and-delete script (+ PUBLISH) is sent at "
+               "once and its reply handled in the background; the worker does not wait"},
         {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
         {"fencing_keys",
          "every grant INCRs the lock's fencing counter (dlock/keys.hpp), which is never "

@@ -51,6 +51,11 @@ struct dlock_settings {
   /// instead of acquiring and then reading on the worker's own connection. The same commands,
   /// as atomic together as the book's MULTI makes them.
   bool reads_with_acquisition = true;
+  /// The work's writes (a lister's ZADD + SREM, a buyer's HINCRBY x2, SADD, ZREM) run in the
+  /// lease's `write_and_release`: one script checks the hold and writes, and the release follows
+  /// in the same send (one round trip for both, on the lock's connection). Otherwise the writes
+  /// are MULTI ... EXEC on the worker's own connection and the release is sent after them.
+  bool writes_with_release = true;
   /// client_options::busy_poll_under_load of the dlock clients.
   dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
 };

@@ -3,7 +3,7 @@
 //
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
-//                      [--try-first] [--separate-reads]
+//                      [--try-first] [--separate-reads] [--separate-writes]
 //                      [--busy-poll-under-load never|when-it-pays|always]
 #include <algorithm>
 #include <cstdlib>
@@ -32,7 +32,7 @@ int usage(const char* self) {
   std::cerr << "usage: " << self
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
                "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
-               "[--try-first] [--separate-reads]\n"
+               "[--try-first] [--separate-reads] [--separate-writes]\n"
                "       [--busy-poll-under-load never|when-it-pays|always]\n";
   return 2;
 }
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
         o.dlock.try_first = true;
       } else if (a == "--separate-reads") {
         o.dlock.reads_with_acquisition = false;
+      } else if (a == "--separate-writes") {
+        o.dlock.writes_with_release = false;
       } else if (a == "--busy-poll-under-load") {
         const std::string mode = value();
         const auto& names = dlock::bench::load_polling_names;

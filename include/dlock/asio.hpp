@@ -319,6 +319,24 @@ struct initiate_extend {
   }
 };
 
+struct initiate_write_under_hold {
+  lease* held;   // as initiate_extend's
+  bool release;  // write_and_release, else write_while_held
+
+  template <class Handler>
+  void operator()(Handler&& handler, std::vector<std::vector<std::string>> writes) {
+    start_call<std::vector<reply>>(
+        std::forward<Handler>(handler),
+        [&](std::function<void(call_result<std::vector<reply>>)> done) {
+          if (release) {
+            held->write_and_release_async(std::move(writes), std::move(done));
+          } else {
+            held->write_while_held_async(std::move(writes), std::move(done));
+          }
+        });
+  }
+};
+
 struct initiate_release_permits {
   semaphore permits;  // as initiate_acquire's lock
 
@@ -558,6 +576,29 @@ template <class CompletionToken>
 auto async_extend(lease& held, std::chrono::milliseconds lease_time, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
       detail::initiate_extend{&held}, token, lease_time);
+}
+
+/// Runs `writes` while `held` still holds its lock, as `lease::write_while_held` does, as an
+/// asio asynchronous operation; completion signature `void(std::error_code,
+/// std::vector<dlock::reply>)`, one reply per write. Errors (errc::lease_lost: nothing written,
+/// the lease lost; invalid_argument: nothing sent; ...) and where the handler runs are as
+/// `async_acquire`'s; it cannot be cancelled. `held` is referred to until the operation is
+/// initiated (at once, except for a deferred token): keep it alive until then.
+template <class CompletionToken>
+auto async_write_while_held(lease& held, std::vector<std::vector<std::string>> writes,
+                            CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, std::vector<reply>)>(
+      detail::initiate_write_under_hold{&held, false}, token, std::move(writes));
+}
+
+/// `lease::write_and_release` as an asio asynchronous operation: the writes and the release in
+/// one round trip; `held` is emptied when the operation is initiated (unless the arguments are
+/// refused). Completion signature, errors and the rest as `async_write_while_held`'s.
+template <class CompletionToken>
+auto async_write_and_release(lease& held, std::vector<std::vector<std::string>> writes,
+                             CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, std::vector<reply>)>(
+      detail::initiate_write_under_hold{&held, true}, token, std::move(writes));
 }
 
 // ---- Looking and setting up: each as its blocking form, as an asio operation. Errors (the

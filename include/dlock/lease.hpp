@@ -10,8 +10,10 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "dlock/async.hpp"
+#include "dlock/reply.hpp"
 
 namespace dlock {
 
@@ -128,6 +130,54 @@ class DLOCK_API lease {
   /// hold, not to this object: a lease released (or moved into another that is released) before
   /// the `co_await` completes it with errc::lease_lost.
   [[nodiscard]] call_awaitable<bool> extend_async(std::chrono::milliseconds lease_time);
+
+  /// Runs `writes` on the lock's server only while this lease still holds the lock there: one
+  /// script makes the check a release makes (this lease's token or owner) and, if the lock is
+  /// ours, runs the writes in order in the same atomic step. The server decides at the moment
+  /// of writing, not this process's clock: a holder paused past its lease, or cut off while the
+  /// lock expired and went to another client, writes nothing. That is a fence for data on the
+  /// lock's own server, with nothing for the data's readers to check (see `fenced_set` for a
+  /// resource elsewhere). Returns one reply per write, in order; a write the server refuses (a
+  /// wrong type, a command scripts may not run, a key outside the lock's cluster slot) has its
+  /// error reply in its place and, as in MULTI/EXEC, undoes nothing.
+  ///
+  /// Each write is one command with its arguments, at most 4,096 of them, e.g.
+  /// `{"HINCRBY", "users:17", "funds", "-5"}`. Their keys must live on the lock's server: on a
+  /// cluster, in the lock's slot (give them the lock name's hash tag). Never write the lock's own
+  /// keys. With `client_options` asking for replica acknowledgements, the writes wait for them
+  /// as a grant does.
+  /// Throws `dlock::error`: errc::lease_lost (the lease is empty or known lost, or the server
+  /// found the lock no longer held by it: nothing was written, the lease is lost and its
+  /// `on_lost` has run), errc::invalid_argument (a command without a name or with too many
+  /// arguments; a semaphore, whose permits have no holder to check; a RedLock lock, which has no
+  /// single server; a call on the client's I/O thread), errc::timeout / connection_lost (no
+  /// reply: whether the writes ran is unknown, as for any command), errc::not_replicated
+  /// (written, but fewer replicas acknowledged than asked), or the server's error if it refused
+  /// the script itself (an ACL without EVALSHA or the check's read, OOM: nothing written).
+  std::vector<reply> write_while_held(const std::vector<std::vector<std::string>>& writes);
+  /// `write_while_held` without parking a thread: returns at once, and `done` runs once, on the
+  /// client's I/O thread, with the replies or the error `write_while_held` would have thrown.
+  /// Never throws; do not block in `done`. Safe on the I/O thread.
+  void write_while_held_async(std::vector<std::vector<std::string>> writes,
+                              std::function<void(call_result<std::vector<reply>>)> done) noexcept;
+  /// The same for a C++20 coroutine: `auto replies = co_await held.write_while_held_async(w);`,
+  /// with `call_awaitable`'s rules (sent when awaited; continues on the I/O thread). It refers
+  /// to the hold, not to this object: a lease released before the `co_await` completes it with
+  /// errc::lease_lost, having written nothing.
+  [[nodiscard]] call_awaitable<std::vector<reply>> write_while_held_async(
+      std::vector<std::vector<std::string>> writes);
+  /// `write_while_held`, then `release_async`, in one send and one round trip: the release goes
+  /// right behind the writes, so the server runs it after them, and it is not waited for. The
+  /// usual end of a critical section that reads, decides and writes. Returns and throws as
+  /// `write_while_held`, except that the lease is empty afterwards whatever the outcome (not
+  /// held: released as lost, without `on_lost`), unless errc::invalid_argument was thrown:
+  /// then nothing was sent and the lease is as it was. An empty lease throws errc::lease_lost.
+  std::vector<reply> write_and_release(const std::vector<std::vector<std::string>>& writes);
+  /// `write_and_release` without parking a thread: sends at once, empties the lease (unless
+  /// the arguments are refused, which `done` learns and which leaves it as it was), and `done`
+  /// runs once, on the client's I/O thread, with the replies or the error. Never throws.
+  void write_and_release_async(std::vector<std::vector<std::string>> writes,
+                               std::function<void(call_result<std::vector<reply>>)> done) noexcept;
 
   /// Releases the hold now. Returns true if the server confirmed the release, false if the lock
   /// was no longer held by this lease or the server could not be reached (the lease then ends at

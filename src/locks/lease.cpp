@@ -126,4 +126,65 @@ call_awaitable<bool> lease::extend_async(std::chrono::milliseconds lease_time) {
       });
 }
 
+std::vector<reply> lease::write_while_held(const std::vector<std::vector<std::string>>& writes) {
+  if (!state_) throw error(errc::lease_lost, "write_while_held: the lease holds nothing");
+  return detail::wait_for_result<std::vector<reply>>(
+      state_->core->io(), [&](detail::result_callback<std::vector<reply>> done) {
+        state_->core->write_under_hold(*state_, writes, false, done);
+      });
+}
+
+void lease::write_while_held_async(
+    std::vector<std::vector<std::string>> writes,
+    std::function<void(call_result<std::vector<reply>>)> done) noexcept {
+  if (!state_) {
+    detail::deliver<std::vector<reply>>(
+        done, {{}, make_error_code(errc::lease_lost), "write_while_held: the lease holds nothing"});
+    return;
+  }
+  detail::start_or_report<std::vector<reply>>(
+      state_->core->io(), std::move(done), [&](detail::result_callback<std::vector<reply>> d) {
+        state_->core->write_under_hold(*state_, writes, false, d);
+      });
+}
+
+call_awaitable<std::vector<reply>> lease::write_while_held_async(
+    std::vector<std::vector<std::string>> writes) {
+  // The hold, weakly: a lease released before the co_await has nothing to write under.
+  return detail::awaitable_factory::call<std::vector<reply>>(
+      [hold = std::weak_ptr(state_),
+       writes = std::move(writes)](detail::result_callback<std::vector<reply>> done) {
+        const auto s = hold.lock();
+        if (!s) throw error(errc::lease_lost, "write_while_held: the lease holds nothing");
+        s->core->write_under_hold(*s, writes, false, done);
+      });
+}
+
+std::vector<reply> lease::write_and_release(const std::vector<std::vector<std::string>>& writes) {
+  if (!state_) throw error(errc::lease_lost, "write_and_release: the lease holds nothing");
+  const auto s = state_;
+  return detail::wait_for_result<std::vector<reply>>(
+      s->core->io(), [&](detail::result_callback<std::vector<reply>> done) {
+        s->core->write_under_hold(*s, writes, true, done);
+        state_.reset();  // the call released it
+      });
+}
+
+void lease::write_and_release_async(
+    std::vector<std::vector<std::string>> writes,
+    std::function<void(call_result<std::vector<reply>>)> done) noexcept {
+  if (!state_) {
+    detail::deliver<std::vector<reply>>(
+        done,
+        {{}, make_error_code(errc::lease_lost), "write_and_release: the lease holds nothing"});
+    return;
+  }
+  const auto s = state_;
+  detail::start_or_report<std::vector<reply>>(s->core->io(), std::move(done),
+                                              [&](detail::result_callback<std::vector<reply>> d) {
+                                                s->core->write_under_hold(*s, writes, true, d);
+                                                state_.reset();  // the call released it
+                                              });
+}
+
 }  // namespace dlock

@@ -9,6 +9,7 @@
 //   grant_registry.*    the grants table; name_activity.* the per-name table user threads read
 //   lock_core.cpp       construction, teardown, requests, statistics
 //   read_under_lock.cpp an acquisition that carries reads (acquire_and_read, blocking or not)
+//   write_under_lock.cpp writes that run only while a lease holds its lock (write_while_held)
 //
 // Threads: user threads call acquire, release, extend and the lease accessors; everything that
 // touches timers, subscriptions or waiter queues runs on the topology's I/O thread. Shared state
@@ -36,6 +37,7 @@
 #include "locks/acquire_machine.hpp"
 #include "locks/grant.hpp"
 #include "locks/grant_registry.hpp"
+#include "locks/guarded_calls.hpp"
 #include "locks/kinds/redlock.hpp"
 #include "locks/name_activity.hpp"
 #include "locks/waiter_queue.hpp"
@@ -140,6 +142,21 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   lease_and_reads acquire_and_read(const lock_handle& h, const lease_options& o,
                                    steady::time_point deadline,
                                    const std::vector<std::vector<std::string>>& reads);
+  /// The one server where commands guarded by a hold of `kind` on `name` run (reads or writes
+  /// under a lock; `what` names them in errors). Throws errc::invalid_argument for a bad command
+  /// (check_guarded_commands), a semaphore (its permits have no holder to check) or a RedLock
+  /// lock (several servers) (write_under_lock.cpp).
+  node_id guarded_node(const lock_kind& kind, const std::string& name, const command_list& commands,
+                       std::string_view what);
+  /// Runs `writes` on the lock's server if `hold` still holds it there, atomically with that
+  /// check (lease::write_while_held), and, if `release`, releases the hold right behind them in
+  /// the same send (lease::write_and_release). `done` runs once, on the I/O thread; a hold found
+  /// gone is lost (on_lost runs) unless it is being released; a hold known lost already is
+  /// released at once and reported so. Throws errc::invalid_argument, or errc::lease_lost for a
+  /// hold known lost when not releasing, having sent nothing, left the hold as it was and `done`
+  /// alone.
+  void write_under_hold(lease_state& hold, const command_list& writes, bool release,
+                        std::function<void(call_result<std::vector<reply>>)>& done);
   /// Hands out a grant that a script of the caller's own made for `owner` on `h`'s lock (a
   /// multi-lock's one call over several names) as an ordinary lease: registered, renewed by the
   /// watchdog unless `o` fixes the lease time, signalled when lost, released on its own. A grant

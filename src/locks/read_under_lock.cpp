@@ -16,6 +16,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
+#include "locks/guarded_calls.hpp"
 #include "locks/lock_core.hpp"
 
 namespace dlock::detail {
@@ -58,28 +59,21 @@ acquire_and_read_result unexpected() {
 // so it never moves.
 class read_join : public std::enable_shared_from_this<read_join> {
  public:
-  read_join(const lock_handle& h, node_id node, std::string owner,
-            std::vector<std::vector<std::string>> reads, acquire_and_read_callback done)
+  read_join(const lock_handle& h, node_id node, std::string owner, command_list reads,
+            acquire_and_read_callback done)
       : node_(node),
         owner_(std::move(owner)),
         reads_(std::move(reads)),
         done_(std::move(done)),
-        keys_{h.names->name, h.names->fence_key} {
-    counts_.reserve(reads_.size());
-    args_ = {h.kind->redis_type(), owner_};
-    for (const auto& read : reads_) {
-      counts_.push_back(std::to_string(read.size()));
-      args_.push_back(counts_.back());
-      args_.insert(args_.end(), read.begin(), read.end());
-    }
-  }
+        keys_{h.names->name, h.names->fence_key},
+        args_(h.kind->redis_type(), owner_, reads_) {}
   read_join(const read_join&) = delete;
   read_join& operator=(const read_join&) = delete;
 
   /// Sends the early reads. From here the caller's completion may run at any moment, on the I/O
   /// thread.
   void send_reads(topology& t, steady::time_point deadline) {
-    t.eval(node_, read_while_held(), keys_views(), args_, deadline, durability::master,
+    t.eval(node_, read_while_held(), keys_views(), args_.views(), deadline, durability::master,
            [self = shared_from_this()](std::error_code ec, reply r) {
              self->arrived(std::nullopt, std::pair{ec, std::move(r)});
            });
@@ -120,7 +114,7 @@ class read_join : public std::enable_shared_from_this<read_join> {
     auto& core = *lease_state::of(out.held)->core;
     held_ = std::move(out.held);
     core.topo().eval(
-        node_, read_while_held(), keys_views(), args_,
+        node_, read_while_held(), keys_views(), args_.views(),
         steady::now() + core.options().connection.command_timeout, durability::master,
         [self = shared_from_this()](std::error_code ec, reply r) { self->read_again(ec, r); });
   }
@@ -152,11 +146,10 @@ class read_join : public std::enable_shared_from_this<read_join> {
 
   const node_id node_;
   const std::string owner_;
-  const std::vector<std::vector<std::string>> reads_;
+  const command_list reads_;
   acquire_and_read_callback done_;
   const std::array<std::string, 2> keys_;
-  std::vector<std::string> counts_;
-  std::vector<std::string_view> args_;
+  const guarded_call_args args_;
 
   std::mutex mutex_;
   std::optional<acquire_result> acquisition_;
@@ -170,23 +163,10 @@ acquire_handle lock_core::acquire_and_read_async(const lock_handle& h, const lea
                                                  acquire_limits limits,
                                                  std::vector<std::vector<std::string>> reads,
                                                  acquire_and_read_callback&& done) {
-  for (const auto& read : reads) {
-    if (read.empty() || read.front().empty()) {
-      throw error(errc::invalid_argument, "every read must name a command");
-    }
-  }
-  if (h.kind->counts_permits()) {
-    throw error(errc::invalid_argument,
-                "a semaphore's permits have no holder on the server to check reads against");
-  }
-  const auto nodes = topology_->nodes_for(h.names->name);
-  if (nodes.size() != 1) {
-    throw error(errc::invalid_argument,
-                "reads under a lock need the lock's one server; a RedLock lock has several");
-  }
+  const auto node = guarded_node(*h.kind, h.names->name, reads, "read");
   auto request = make_request(h, o, limits, {});
-  auto join = std::make_shared<read_join>(h, nodes.front(), request.owner, std::move(reads),
-                                          std::move(done));
+  auto join =
+      std::make_shared<read_join>(h, node, request.owner, std::move(reads), std::move(done));
   request.done = [join](acquire_result r) { join->acquired(std::move(r)); };
   const auto deadline = steady::now() + options_.connection.command_timeout;
   if (io().in_io_thread()) {

@@ -14,14 +14,8 @@
 -- gives its error in its place), or {0} when the caller does not hold the lock (nothing was
 -- read); the server's error if it refuses the check itself (an ACL).
 --#include _guarded_read
-local held, refused
-if ARGV[1] == 'hash' then
-  held, refused = guarded_read('hexists', KEYS[1], ARGV[2])
-  held = held == 1
-else
-  held, refused = guarded_read('get', KEYS[1])
-  held = held == ARGV[2]
-end
+--#include _held_by
+local held, refused = held_by(ARGV[1], KEYS[1], ARGV[2])
 if refused then
   return refused
 end
