@@ -20,13 +20,14 @@ const script& write_while_held() {
 // The script's reply: {1, {reply, ...}} if the writes ran, {0} if the hold was gone.
 enum class write_answer { written, not_held, malformed };
 
-write_answer read_write_answer(const reply& r, std::vector<reply>& replies) {
+// Moves the writes' replies out of `r` into `replies` when they ran.
+write_answer read_write_answer(reply& r, std::vector<reply>& replies) {
   if (!r.is_array() || r.elements().empty() || !r.at(0).is_integer()) {
     return write_answer::malformed;
   }
   if (r.elements().size() == 1 && r.at(0).integer() == 0) return write_answer::not_held;
   if (r.elements().size() == 2 && r.at(0).integer() == 1 && r.at(1).is_array()) {
-    replies = r.at(1).elements();
+    replies = std::move(r.elements()[1].elements());
     return write_answer::written;
   }
   return write_answer::malformed;
@@ -39,9 +40,8 @@ node_id lock_core::guarded_node(const lock_kind& kind, const std::string& name,
   check_guarded_commands(commands, what);
   if (kind.counts_permits()) {
     throw error(errc::invalid_argument,
-                "a semaphore's permits have no holder on the server to "
-                "check " +
-                    std::string(what) + "s against");
+                "a semaphore's permits have no holder on the server to check " + std::string(what) +
+                    "s against");
   }
   const auto nodes = topology_->nodes_for(name);
   if (nodes.size() != 1) {
@@ -68,8 +68,7 @@ void lock_core::write_under_hold(lease_state& hold, const command_list& writes, 
   const std::string_view key = g->names->name;
   // `self` is not an owner, for the reason given at lock_core::op: the topology answers every
   // call in flight before the core goes.
-  auto on_reply = [self = this, g, release, done = std::move(done)](std::error_code ec,
-                                                                    const reply& r) {
+  auto on_reply = [self = this, g, release, done = std::move(done)](std::error_code ec, reply r) {
     call_result<std::vector<reply>> out;
     if (ec) {
       out.error = ec;
