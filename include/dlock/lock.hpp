@@ -169,11 +169,11 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   /// of a key elsewhere gets the server's error in its place).
   /// Needs Redis 7.0 or later (an older server cannot load the script: its error is thrown,
   /// and nothing is held). Throws as `try_acquire_for`, and `dlock::error` with
-  /// errc::invalid_argument (an empty command; a RedLock client: its lock has no single server
-  /// to read from; a semaphore: its permits have no holder to check; a call from the client's
-  /// I/O thread, where it would wait for itself), errc::lease_lost (the lock
-  /// was lost before the reads could run; nothing is held), or the server's error when the reads
-  /// could not run at all (the lease is released).
+  /// errc::invalid_argument (an empty command, or one of more than 4,096 arguments; a RedLock
+  /// client: its lock has no single server to read from; a semaphore: its permits have no
+  /// holder to check; a call from the client's I/O thread, where it would wait for itself),
+  /// errc::lease_lost (the lock was lost before the reads could run; nothing is held), or the
+  /// server's error when the reads could not run at all (the lease is released).
   lease_and_reads try_acquire_and_read(std::chrono::milliseconds wait,
                                        const std::vector<std::vector<std::string>>& reads,
                                        const lease_options& options = {});

@@ -270,13 +270,15 @@ TEST_F(ReadUnderLock, AReadOfTheWrongTypeGivesItsErrorAndTheOthersTheirValues) {
   EXPECT_TRUE(got.held.release());
 }
 
-TEST_F(ReadUnderLock, AnEmptyCommandIsRefusedBeforeAnythingIsSent) {
+TEST_F(ReadUnderLock, AnEmptyOrOversizedCommandIsRefusedBeforeAnythingIsSent) {
   raw_redis raw(server().port());
   auto c = make_client();
   auto lock = c.simple(key("lock"));
   const auto before = script_calls(raw);
-  for (const reads_t& reads :
-       {reads_t{{}}, reads_t{{""}}, reads_t{{"GET", key("data")}, {}}, reads_t{{"", "x"}}}) {
+  std::vector<std::string> huge = {"MGET"};
+  huge.resize(4097, key("data"));  // more than the script can hand to one call
+  for (const reads_t& reads : {reads_t{{}}, reads_t{{""}}, reads_t{{"GET", key("data")}, {}},
+                               reads_t{{"", "x"}}, reads_t{huge}}) {
     try {
       (void)lock.try_acquire_and_read(5s, reads);
       ADD_FAILURE() << "an empty command was accepted";
