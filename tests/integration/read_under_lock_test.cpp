@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <future>
-#include <sstream>
 #include <thread>
 
-#include "deployments.hpp"
+#include "deployment_test.hpp"
 #include "dlock/dlock.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"
@@ -21,11 +20,6 @@ namespace {
 using namespace std::chrono_literals;
 using reads_t = std::vector<std::vector<std::string>>;
 
-/// A string reply's text; anything else shown as such (never throws, unlike reply::str()).
-std::string text(const reply& r) {
-  return r.is_string() ? r.str() : "<not a string: " + r.to_string() + ">";
-}
-
 std::string lowercase(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
@@ -34,24 +28,7 @@ std::string lowercase(std::string s) {
 
 // ---- on every deployment ----
 
-class ReadUnderLockTopology : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { d_ = start_deployment(GetParam()); }
-  void TearDown() override { d_.reset(); }
-
-  deployment& d() { return *d_; }
-  /// "{<test>:<name>}<suffix>": keys of one test and tag share the lock's slot on a cluster.
-  std::string tagged(std::string_view tag, std::string_view suffix) const {
-    const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name(t->name());
-    std::replace(name.begin(), name.end(), '/', '.');
-    return "{" + name + ":" + std::string(tag) + "}" + std::string(suffix);
-  }
-  raw_redis raw_for(std::string_view key) { return raw_redis(d().port_for(key)); }
-
- private:
-  std::unique_ptr<deployment> d_;
-};
+class ReadUnderLockTopology : public deployment_test {};
 
 INSTANTIATE_TEST_SUITE_P(Deployments, ReadUnderLockTopology, ::testing::ValuesIn(all_deployments),
                          [](const auto& param_info) { return param_info.param; });
@@ -174,22 +151,14 @@ TEST_F(ReadUnderLock, ReadsUnderAGrantThatWasDeadOnArrivalAreReadAgain) {
 TEST_F(ReadUnderLock, AFreeLocksAttemptAndReadsLeaveInOneSend) {
   raw_redis raw(server().port());
   raw({"SET", key("data"), "v"});
-  const auto reads_processed = [&] {
-    std::istringstream info(raw({"INFO", "stats"}).str());
-    for (std::string line; std::getline(info, line);) {
-      if (line.rfind("total_reads_processed:", 0) == 0) return std::stoll(line.substr(22));
-    }
-    ADD_FAILURE() << "no total_reads_processed in INFO stats";
-    return 0LL;
-  };
   auto c = make_client();
   auto lock = c.simple(key("lock"));
   // Once, so that the scripts are loaded (a first EVAL is larger, but still one send).
   ASSERT_TRUE(lock.try_acquire_and_read(5s, {{"GET", key("data")}}, {.lease_time = 60s}).held);
   wait_until([&] { return raw({"EXISTS", key("lock")}).integer() == 0; });
-  const auto before = reads_processed();
+  const auto before = reads_processed(raw);
   auto got = lock.try_acquire_and_read(5s, {{"GET", key("data")}}, {.lease_time = 60s});
-  const auto after = reads_processed();
+  const auto after = reads_processed(raw);
   ASSERT_TRUE(got.held);
   ASSERT_EQ(got.reads.size(), 1u);
   EXPECT_EQ(text(got.reads[0]), "v");

@@ -9,11 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
-#include <sstream>
 #include <thread>
 
 #include "async_support.hpp"
-#include "deployments.hpp"
+#include "deployment_test.hpp"
 #include "dlock/dlock.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"
@@ -23,11 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using writes_t = std::vector<std::vector<std::string>>;
-
-/// A string reply's text; anything else shown as such (never throws, unlike reply::str()).
-std::string text(const reply& r) {
-  return r.is_string() ? r.str() : "<not a string: " + r.to_string() + ">";
-}
 
 /// The error `f` throws, or a test failure if it throws none.
 template <class F>
@@ -43,24 +37,7 @@ errc thrown_by(F&& f) {
 
 // ---- on every deployment ----
 
-class WriteUnderLockTopology : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { d_ = start_deployment(GetParam()); }
-  void TearDown() override { d_.reset(); }
-
-  deployment& d() { return *d_; }
-  /// "{<test>:<name>}<suffix>": keys of one test and tag share the lock's slot on a cluster.
-  std::string tagged(std::string_view tag, std::string_view suffix) const {
-    const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name(t->name());
-    std::replace(name.begin(), name.end(), '/', '.');
-    return "{" + name + ":" + std::string(tag) + "}" + std::string(suffix);
-  }
-  raw_redis raw_for(std::string_view key) { return raw_redis(d().port_for(key)); }
-
- private:
-  std::unique_ptr<deployment> d_;
-};
+class WriteUnderLockTopology : public deployment_test {};
 
 INSTANTIATE_TEST_SUITE_P(Deployments, WriteUnderLockTopology, ::testing::ValuesIn(all_deployments),
                          [](const auto& param_info) { return param_info.param; });
@@ -349,14 +326,6 @@ TEST_F(WriteUnderLock, BytesOfNamesAndValuesRoundTripExactly) {
 // The release leaves with the writes: the server reads both in one read event.
 TEST_F(WriteUnderLock, TheWritesAndTheReleaseLeaveInOneSend) {
   raw_redis raw(server().port());
-  const auto reads_processed = [&] {
-    std::istringstream info(raw({"INFO", "stats"}).str());
-    for (std::string line; std::getline(info, line);) {
-      if (line.rfind("total_reads_processed:", 0) == 0) return std::stoll(line.substr(22));
-    }
-    ADD_FAILURE() << "no total_reads_processed in INFO stats";
-    return 0LL;
-  };
   auto c = make_client();
   auto lock = c.simple(key("lock"));
   // Once, so that the scripts are loaded.
@@ -366,9 +335,9 @@ TEST_F(WriteUnderLock, TheWritesAndTheReleaseLeaveInOneSend) {
   wait_until([&] { return raw({"EXISTS", key("lock")}).integer() == 0; });
   auto held = lock.try_acquire({.lease_time = 60s});
   ASSERT_TRUE(held);
-  const auto before = reads_processed();
+  const auto before = reads_processed(raw);
   (void)held.write_and_release({{"SET", key("data"), "1"}});
-  const auto after = reads_processed();
+  const auto after = reads_processed(raw);
   // One read event for the writes and the release, and one for the INFO that counted them.
   EXPECT_EQ(after - before, 2);
   wait_until([&] { return raw({"EXISTS", key("lock")}).integer() == 0; });

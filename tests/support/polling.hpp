@@ -37,4 +37,15 @@ inline std::int64_t script_calls(raw_redis& raw) {
   return total;
 }
 
+/// Read events the server has handled (INFO stats' total_reads_processed): commands that left a
+/// client in one send are read in one event. The INFO asking counts itself.
+inline std::int64_t reads_processed(raw_redis& raw) {
+  std::istringstream info(raw({"INFO", "stats"}).str());
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("total_reads_processed:", 0) == 0) return std::stoll(line.substr(22));
+  }
+  ADD_FAILURE() << "no total_reads_processed in INFO stats";
+  return 0;
+}
+
 }  // namespace dlock::testing

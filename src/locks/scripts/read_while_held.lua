@@ -14,23 +14,10 @@
 -- gives its error in its place), or {0} when the caller does not hold the lock (nothing was
 -- read); the server's error if it refuses the check itself (an ACL).
 --#include _guarded_read
---#include _held_by
-local held, refused = held_by(ARGV[1], KEYS[1], ARGV[2])
-if refused then
-  return refused
-end
-if not held then
-  return {0}
-end
+--#include _run_commands
+--#include _stop_unless_held
 local counter, counter_refused = guarded_read('get', KEYS[2])
 if counter_refused then
   return counter_refused
 end
-local replies = {}
-local i = 3
-while i <= #ARGV do
-  local count = tonumber(ARGV[i])
-  replies[#replies + 1] = redis.pcall(unpack(ARGV, i + 1, i + count))
-  i = i + count + 1
-end
-return {1, counter or '', replies}
+return {1, counter or '', run_commands(3)}

@@ -10,19 +10,6 @@
 -- error in its place and, as in MULTI/EXEC, undoes nothing), or {0} when the caller does not
 -- hold the lock (nothing was written); the server's error if it refuses the check itself.
 --#include _guarded_read
---#include _held_by
-local held, refused = held_by(ARGV[1], KEYS[1], ARGV[2])
-if refused then
-  return refused
-end
-if not held then
-  return {0}
-end
-local replies = {}
-local i = 3
-while i <= #ARGV do
-  local count = tonumber(ARGV[i])
-  replies[#replies + 1] = redis.pcall(unpack(ARGV, i + 1, i + count))
-  i = i + count + 1
-end
-return {1, replies}
+--#include _run_commands
+--#include _stop_unless_held
+return {1, run_commands(3)}
