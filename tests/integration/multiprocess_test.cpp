@@ -124,6 +124,33 @@ TEST_P(MultiProcess, APausedHolderLearnsItLostTheLeaseAndItsStaleWriteIsRejected
   EXPECT_TRUE(l.valid()) << "the new holder was not disturbed";
 }
 
+// The same pause, but the holder writes the data on the lock's server with write_while_held,
+// every 2 ms: once another client has taken the lock, none of its writes lands, whether its own
+// expiry watch or the server's check refuses it first after it resumes.
+TEST_P(MultiProcess, APausedHoldersWritesUnderItsLeaseNeverLandOnceAnotherTookTheLock) {
+  child_process holder(
+      {worker_path(), "write-held", url(), GetParam(), key("lock"), "1000", "250", key("resource")},
+      captured);
+  ASSERT_TRUE(holder.wait_for("writing"));
+  holder.signal(SIGSTOP);
+
+  client c(url());
+  auto l = acquire_for(c, key("lock"), 20s);
+  ASSERT_TRUE(l) << "the paused holder's lease should have run out";
+  const auto written = l.write_while_held({{"SET", key("resource"), "second holder"}});
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_TRUE(written[0].is_string() && written[0].str() == "OK") << written[0].to_string();
+
+  holder.signal(SIGCONT);
+  const auto refused = holder.wait_for("refused");
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("valid=0"), std::string::npos) << *refused;
+  EXPECT_EQ(holder.wait(), 0);
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"GET", key("resource")}).str(), "second holder");
+  EXPECT_TRUE(l.valid()) << "the new holder was not disturbed";
+}
+
 // 8 waiters in each of two processes queue for a lock; when it is released each gets it in
 // turn and releases at once. The waiters sleep until they are told: across the whole run the
 // clients send at most 3 commands per acquisition (a polling client sends hundreds).

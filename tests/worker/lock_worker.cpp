@@ -11,6 +11,9 @@
 //                       watchdog leases)
 //   lock_worker hold    URL KIND NAME LEASE_MS PERIOD_MS RESOURCE
 //                       hold with the watchdog; when the lease is lost, try a fenced write
+//   lock_worker write-held URL KIND NAME LEASE_MS PERIOD_MS RESOURCE
+//                       hold with the watchdog and write RESOURCE with write_while_held every
+//                       2 ms until a write is refused; prints "writing" after the first
 //   lock_worker handoff URL KIND NAME THREADS             each thread acquires once, releases
 //
 // URL is a server's or a redis-sentinel:// URL, "cluster:URL,URL..." for a cluster's seeds, or
@@ -129,6 +132,24 @@ int hold(const dlock::client& c, const std::string& kind, const std::string& nam
   return 0;
 }
 
+int write_held(const dlock::client& c, const std::string& kind, const std::string& name,
+               const std::string& resource) {
+  auto l = acquire(c, kind, name);
+  for (int n = 0;; ++n) {
+    try {
+      (void)l.write_while_held({{"SET", resource, "first holder " + std::to_string(n)}});
+    } catch (const dlock::error& e) {
+      if (e.code() != dlock::errc::lease_lost) throw;
+      const bool expired = l.lost_reason() == dlock::lease_lost_reason::expired;
+      say(std::string("refused lost=") + (expired ? "expired" : "not_held") +
+          " valid=" + std::to_string(l.valid()));
+      return 0;
+    }
+    if (n == 0) say("writing");
+    std::this_thread::sleep_for(2ms);  // pacing the writes, not waiting for an event
+  }
+}
+
 int handoff(const dlock::client& c, const std::string& kind, const std::string& name, int threads) {
   std::vector<std::thread> waiters;
   for (int t = 0; t < threads; ++t) {
@@ -191,6 +212,12 @@ int main(int argc, char** argv) {
       o.watchdog_lease = std::chrono::milliseconds(std::stol(a[4]));
       o.watchdog_period = std::chrono::milliseconds(std::stol(a[5]));
       return hold(dlock::client(o), a[2], a[3], a[6]);
+    }
+    if (a.size() == 7 && a[0] == "write-held") {
+      auto o = options_for(a[1]);
+      o.watchdog_lease = std::chrono::milliseconds(std::stol(a[4]));
+      o.watchdog_period = std::chrono::milliseconds(std::stol(a[5]));
+      return write_held(dlock::client(o), a[2], a[3], a[6]);
     }
     if (a.size() == 5 && a[0] == "handoff") {
       return handoff(dlock::client(options_for(a[1])), a[2], a[3], std::stoi(a[4]));
