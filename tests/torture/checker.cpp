@@ -184,8 +184,12 @@ class checker {
       auto& g = grants_[it->second];
       switch (f[0][0]) {
         case 'O': {
-          const op_rec op{
-              .kind = f[5][0], .seq = number(f[6]), .accepted = f[7] == "1", .a = f[8], .b = f[9]};
+          // "-": an op that never reached the resource (a held write refused), in no order.
+          const op_rec op{.kind = f[5][0],
+                          .seq = f[6] == "-" ? never : number(f[6]),
+                          .accepted = f[7] == "1",
+                          .a = f[8],
+                          .b = f[9]};
           ++r_.ops;
           if (!op.accepted) ++(op.kind == 'r' ? r_.reads_rejected : r_.writes_rejected);
           if (op.accepted && op.kind == 'w') {

@@ -105,6 +105,28 @@ TEST_F(Checker, AWriteRejectedByTheFenceIsNotStale) {
   EXPECT_EQ(r.not_signalled, 0u);
 }
 
+// Held writes (--writes held): an op refused because the lease no longer held the lock never
+// reached the resource and has no sequence number ("-"). It is a rejection, and it must not
+// count as the later grant's early op against an earlier grant's accepted write.
+TEST_F(Checker, AnUnnumberedRefusedOpIsRejectedAndInNoOrder) {
+  worker(1, grant(1, 1, 10, 0, 10, 1, 100));
+  auto b = grant(2, 1, 11, 50, 60, 5, 70, "not_held", /*write_accepted=*/false);
+  b[1] = "O 2 1 lock 11 r - 0 0 - " + ms(60) + " " + ms(61);  // the read refused too
+  b[3] = "O 2 1 lock 11 w - 0 0 - " + ms(70) + " " + ms(70);
+  worker(2, b);
+  auto r = run();
+  EXPECT_EQ(r.malformed_lines, 0u);
+  EXPECT_EQ(r.reads_rejected, 1u);
+  EXPECT_EQ(r.writes_rejected, 1u);
+  EXPECT_EQ(r.stale_writes_accepted, 0u) << "grant 2 touched nothing before grant 1's write";
+
+  // The same later grant with a numbered read before grant 1's write: that one is stale.
+  worker(3, {"G 3 1 lock 12 " + ms(55) + " " + ms(65),
+             "O 3 1 lock 12 r 1 1 7 - " + ms(65) + " " + ms(66)});
+  r = run();
+  EXPECT_EQ(r.stale_writes_accepted, 1u);
+}
+
 TEST_F(Checker, SignalsAreCountedByTheirFirstKind) {
   // on_lost before the release.
   auto a = grant(1, 1, 10, 0, 10, 1, 100);

@@ -123,7 +123,9 @@ void cluster::spawn(int slot) {
                                          "--wait-ms",
                                          ms(o_.wait),
                                          "--long-work-ppm",
-                                         to_string(o_.long_work_ppm)};
+                                         to_string(o_.long_work_ppm),
+                                         "--writes",
+                                         o_.writes};
   w.process = std::make_unique<embedded::child_process>(args);
   w.pidfd = open_pidfd(w.process->pid());
 }

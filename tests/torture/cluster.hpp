@@ -35,6 +35,9 @@ struct cluster_options {
   std::chrono::milliseconds wait{2000};
   int long_work_ppm = 100;
   std::string appendfsync = "always";
+  /// "fenced": the resource on the resource server, fenced ops; "held": on the lock server, ops
+  /// through lease::write_while_held (worker.cpp).
+  std::string writes = "fenced";
 };
 
 /// Ctrl-C and SIGTERM: the controller's handlers write to a pipe so waits can watch it.

@@ -8,8 +8,9 @@
 //   G worker grant name fence t_call t_grant               granted
 //   N worker name t_call t_end                             not granted within the wait
 //   O worker grant name fence kind seq accepted a b t_send t_reply
-//        a resource op, kind r (read) or w (write); seq is the resource's op sequence number;
-//        read: a = the value read, b = the highest fence the resource had seen;
+//        a resource op, kind r (read) or w (write); seq is the resource's op sequence number,
+//        or - for an op that never reached it (held writes: refused, the lock no longer held);
+//        read: a = the value read, b = the highest fence the resource had seen (- when held);
 //        write: a = the value the grant had read (it writes a + 1), b = the value it replaced
 //   V worker grant t valid                                 lease::valid() before the write
 //   L worker grant t reason                                on_lost ran (expired | not_held)

@@ -41,6 +41,9 @@ std::vector<std::string> verdict(const check_report& r, const run_info& info) {
   if (r.stale_writes_accepted > 0) {
     out.push_back(std::to_string(r.stale_writes_accepted) + " stale writes accepted");
   }
+  if (r.lost_updates > 0) {
+    out.push_back(std::to_string(r.lost_updates) + " lost updates");
+  }
   if (r.not_signalled > 0) {
     out.push_back(std::to_string(r.not_signalled) + " lost leases not signalled");
   }
@@ -75,9 +78,9 @@ std::string text_report(const check_report& r, const run_info& info,
     return std::string(b);
   };
   std::snprintf(line, sizeof line,
-                "dlock torture: %.1f s, %d workers, %d names, seed %llu, faults: %s\n", r.seconds,
-                info.workers, info.names, static_cast<unsigned long long>(info.seed),
-                fault_list(info.faults).c_str());
+                "dlock torture: %.1f s, %d workers, %d names, seed %llu, writes %s, faults: %s\n",
+                r.seconds, info.workers, info.names, static_cast<unsigned long long>(info.seed),
+                info.writes.c_str(), fault_list(info.faults).c_str());
   o << line;
   std::snprintf(line, sizeof line, "%llu (%.1f/s); waits that ended without the lock: %llu",
                 static_cast<unsigned long long>(r.grants), per_second(r.grants, r.seconds),
@@ -92,7 +95,7 @@ std::string text_report(const check_report& r, const run_info& info,
   row("stale reads rejected", n(r.reads_rejected));
   row("stale writes rejected", n(r.writes_rejected));
   row("STALE WRITES ACCEPTED (must be 0)", n(r.stale_writes_accepted));
-  row("lost updates", n(r.lost_updates));
+  row("LOST UPDATES (must be 0)", n(r.lost_updates));
   row("lost leases (lost in fact)", n(r.lost_in_fact));
   row("  signalled: on_lost before release", n(r.signalled_on_lost));
   row("  signalled: valid() false", n(r.signalled_valid));
@@ -144,6 +147,7 @@ std::string json_report(const check_report& r, const run_info& info,
   j["seed"] = info.seed;
   j["workers"] = info.workers;
   j["names"] = info.names;
+  j["writes"] = info.writes;
   j["faults_enabled"] = fault_list(info.faults);
   j["grants"] = r.grants;
   j["grants_per_second"] = per_second(r.grants, r.seconds);

@@ -17,15 +17,16 @@ struct run_info {
   int workers = 0;
   int names = 0;
   std::vector<fault_kind> faults{};
+  std::string writes = "fenced";  ///< --writes
   std::uint64_t min_grants = 0;
   std::string dir{};
   int unexpected_worker_exits = 0;
   proxy_counters proxy{};
 };
 
-/// Why the run failed; empty if it passed. A run fails if a stale write was accepted, a lost
-/// lease went unsignalled, it made fewer than `min_grants` grants, an enabled fault kind never
-/// happened, or the checker could not read every log line.
+/// Why the run failed; empty if it passed. A run fails if a stale write was accepted, an update
+/// was lost, a lost lease went unsignalled, it made fewer than `min_grants` grants, an enabled
+/// fault kind never happened, or the checker could not read every log line.
 std::vector<std::string> verdict(const check_report& r, const run_info& info);
 
 std::string text_report(const check_report& r, const run_info& info,

@@ -1,12 +1,16 @@
 // dlock_torture_worker: one worker process of the torture harness (torture_main.cpp starts,
 // kills, pauses and respawns them). It takes locks on the lock server through the fault proxy
-// and, under each lock, does a fenced read-modify-write on the resource server, logging every
-// event to its own file (event_log.hpp describes the lines). It runs until SIGTERM (then it
-// finishes the iteration, logs its client's stats and exits 0) or SIGKILL.
+// and, under each lock, does a read-modify-write of a resource, logging every event to its own
+// file (event_log.hpp describes the lines). With `--writes fenced` (the default) the resource
+// is on the resource server and each op is fenced; with `--writes held` it is on the lock server
+// itself, next to the lock, and each op is a `lease::write_while_held`, which the server runs
+// only while the lease still holds the lock. It runs until SIGTERM (then it finishes the
+// iteration, logs its client's stats and exits 0) or SIGKILL.
 //
 //   dlock_torture_worker --id N --lock-port P --resource-port P --names N --log PATH
-//                        [--seed N] [--lease-ms N] [--recheck-ms N] [--command-timeout-ms N]
-//                        [--connect-timeout-ms N] [--wait-ms N] [--long-work-ppm N]
+//                        [--writes fenced|held] [--seed N] [--lease-ms N] [--recheck-ms N]
+//                        [--command-timeout-ms N] [--connect-timeout-ms N] [--wait-ms N]
+//                        [--long-work-ppm N]
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,6 +49,7 @@ struct settings {
   std::chrono::milliseconds lease{1000}, recheck{200}, command_timeout{300}, connect_timeout{300},
       wait{2000};
   int long_work_ppm = 100;
+  bool held_writes = false;  // --writes held
 };
 
 settings parse(int argc, char** argv) {
@@ -68,10 +73,13 @@ settings parse(int argc, char** argv) {
   s.connect_timeout = std::chrono::milliseconds(number("--connect-timeout-ms", 300));
   s.wait = std::chrono::milliseconds(number("--wait-ms", 2000));
   s.long_work_ppm = static_cast<int>(number("--long-work-ppm", 100));
-  if (s.lock_port == 0 || s.resource_port == 0 || s.log.empty() || s.names < 1) {
+  const std::string writes = kv.count("--writes") ? kv["--writes"] : "fenced";
+  s.held_writes = writes == "held";
+  if (s.lock_port == 0 || s.resource_port == 0 || s.log.empty() || s.names < 1 ||
+      (writes != "fenced" && writes != "held")) {
     throw std::invalid_argument(
         "usage: dlock_torture_worker --id N --lock-port P "
-        "--resource-port P --names N --log PATH [...]");
+        "--resource-port P --names N --log PATH [--writes fenced|held] [...]");
   }
   return s;
 }
@@ -170,12 +178,18 @@ class worker {
     }
     const auto fence = to_string(l.fence());
     log_.write({"G", s_.id, gid, name, fence, to_string(t_call), t_grant});
+    // The lock name's hash tag puts the resource in the lock's slot: held writes need that.
     const std::string key = "torture:resource:{" + name + "}";
-    const auto read = op(resource, gid, name, fence, 'r', key, {});
-    const bool go_on = read && read->accepted;  // a rejected read means a newer holder exists
+    const auto do_op = [&](char kind, const std::string& read_value) {
+      return s_.held_writes ? held_op(l, gid, name, fence, kind, key, read_value)
+                            : op(resource, gid, name, fence, kind, key, read_value);
+    };
+    const auto read = do_op('r', {});
+    // A rejected read means a newer holder exists (fenced), or the lock is no longer ours (held).
+    const bool go_on = read && read->accepted;
     if (go_on) work();
     log_.write({"V", s_.id, gid, to_string(now_ns()), l.valid() ? "1" : "0"});
-    if (go_on) op(resource, gid, name, fence, 'w', key, read->a);
+    if (go_on) do_op('w', read->a);
     release_and_log(l, gid);
   }
 
@@ -213,6 +227,42 @@ class worker {
     }
     log_.write({"O", s_.id, gid, name, fence, std::string_view(&kind, 1), to_string(r.seq),
                 r.accepted ? "1" : "0", kind == 'r' ? r.a : read_value, kind == 'r' ? r.b : r.a,
+                to_string(t_send), to_string(now_ns())});
+    return r;
+  }
+
+  // The same read-modify-write on the lock server, under the hold: the resource's op count
+  // (HINCRBY seq) numbers the ops that ran, in the server's order, and the writes check the
+  // hold in the same atomic step. An op refused because the lease no longer held the lock ran
+  // nothing: it is logged rejected, unnumbered (seq "-"). The fence is logged but not used.
+  std::optional<op_result> held_op(lease& l, const std::string& gid, const std::string& name,
+                                   const std::string& fence, char kind, const std::string& key,
+                                   const std::string& read_value) {
+    const auto t_send = now_ns();
+    std::vector<std::vector<std::string>> writes = {{"HINCRBY", key, "seq", "1"},
+                                                    {"HGET", key, "value"}};
+    if (kind == 'w')
+      writes.push_back({"HSET", key, "value", to_string(std::stoll(read_value) + 1)});
+    op_result r;
+    std::string seq;
+    try {
+      const auto replies = l.write_while_held(writes);
+      for (const auto& reply : replies) {
+        if (reply.is_error()) throw dlock::error(errc::unexpected_reply, reply.str());
+      }
+      r.seq = replies.at(0).integer();
+      r.accepted = true;
+      r.a = replies.at(1).is_nil() ? "0" : replies.at(1).str();  // read: the value; write: replaced
+      seq = to_string(r.seq);
+    } catch (const std::system_error& e) {
+      if (e.code() != errc::lease_lost) {
+        log_.write(
+            {"E", s_.id, gid, to_string(now_ns()), kind == 'r' ? "read" : "write", code_name(e)});
+        return std::nullopt;
+      }
+    }
+    log_.write({"O", s_.id, gid, name, fence, std::string_view(&kind, 1), seq,
+                r.accepted ? "1" : "0", kind == 'r' ? r.a : read_value, kind == 'r' ? "" : r.a,
                 to_string(t_send), to_string(now_ns())});
     return r;
   }
