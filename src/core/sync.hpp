@@ -19,8 +19,8 @@ class DLOCK_CAPABILITY("mutex") mutex {
   std::mutex m_;
 };
 
-/// Tells the analysis that `m` is held, when it is by another name: a grant's guard is its
-/// registry's mutex, which the analysis cannot see through. No effect at run time.
+/// Tells the analysis that `m` is held, when it is by another name: a grant's guard is the mutex of
+/// its registry shard, which the analysis cannot see through. No effect at run time.
 inline void assume_held(const mutex& m) DLOCK_THREAD_ANNOTATION(assert_capability(m)) {
   static_cast<void>(m);
 }

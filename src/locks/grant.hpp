@@ -31,10 +31,11 @@ struct cancellable : std::enable_shared_from_this<cancellable> {
   virtual void cancel() = 0;
 };
 
-/// One owner's grant of one lock. The fields below `mutable_state` are guarded by the grant
-/// registry's mutex, which `guard` names so that clang's analysis can check it.
+/// One owner's grant of one lock. The fields below `mutable_state` are guarded by the mutex of
+/// the grant registry's shard that holds it, which `guard` names so that clang's analysis can
+/// check it.
 struct grant {
-  grant(mutex& registry_mutex, const lock_kind& k) : guard(registry_mutex), kind(k) {}
+  grant(mutex& shard_mutex, const lock_kind& k) : guard(shard_mutex), kind(k) {}
 
   mutex& guard;
   const lock_kind& kind;

@@ -1,9 +1,14 @@
 // The grants a client holds: which owner holds which lock, how many holds each grant has, until
 // when it is known to be valid, and whether it was lost. Shared by user threads (acquire,
-// release, lease accessors) and the I/O thread (watchdog, expiry watch), under one mutex. It
-// owns no timer and no connection: the lock core drives it, which keeps it testable alone.
+// release, lease accessors) and the I/O thread (watchdog, expiry watch). Every acquisition and
+// release reads and updates it several times, so the grants are spread over shards with a mutex
+// each, as the names in name_activity.hpp are: with one mutex for all, 16 threads taking locks of
+// their own slept on it more than on any other (docs/benchmarks.md 0.0l). It owns no timer and no
+// connection: the lock core drives it, which keeps it testable alone.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,16 +88,34 @@ class grant_registry {
   struct key_hash {
     std::size_t operator()(const key& k) const noexcept;
   };
-  static key key_of(const grant& g) noexcept;
-  void add_locked(const std::shared_ptr<grant>& g) DLOCK_REQUIRES(mutex_);
-  void remove_locked(grant& g) DLOCK_REQUIRES(mutex_);
-
-  mutable mutex mutex_;
   using table = std::unordered_map<key, std::shared_ptr<grant>, key_hash>;
-  table grants_ DLOCK_GUARDED_BY(mutex_);
-  spare_nodes<table> spare_ DLOCK_GUARDED_BY(mutex_);  // a grant per acquisition comes and goes
-  std::uint64_t next_hold_id_ DLOCK_GUARDED_BY(mutex_) = 1;
-  steady::time_point expiry_armed_at_ DLOCK_GUARDED_BY(mutex_) = steady::time_point::max();
+  // A cache line each, so that two shards' mutexes do not share one. A grant's `guard` is its
+  // shard's mutex.
+  struct alignas(64) shard {
+    mutex m;
+    table grants DLOCK_GUARDED_BY(m);
+    spare_nodes<table> spare DLOCK_GUARDED_BY(m);  // a grant per acquisition comes and goes
+    std::uint64_t next_hold_id DLOCK_GUARDED_BY(m) = 1;
+
+    void add_locked(const std::shared_ptr<grant>& g) DLOCK_REQUIRES(m);
+    void remove_locked(grant& g) DLOCK_REQUIRES(m);
+  };
+  static constexpr std::size_t shard_count = 16;
+  static key key_of(const grant& g) noexcept;
+  shard& shard_of(const key& k) const noexcept;
+  /// The shard whose mutex is `g.guard`.
+  shard& shard_holding(const grant& g) const noexcept;
+  /// Takes `g` out of its shard's table; the caller holds `g.guard`.
+  void remove_locked(grant& g) DLOCK_REQUIRES(g.guard);
+  /// Lowers the time the expiry watch is armed for to `t`; true if it was later.
+  bool arm_earlier(steady::time_point t) noexcept;
+
+  mutable std::array<shard, shard_count> shards_;
+  // When the expiry watch is armed for (max: not armed), as a count of steady ticks. Atomic
+  // rather than under a mutex shared by the shards; expired() orders it against the grants
+  // added while it scans (grant_registry.cpp says how).
+  std::atomic<steady::duration::rep> expiry_armed_at_{
+      steady::time_point::max().time_since_epoch().count()};
 };
 
 }  // namespace dlock::detail

@@ -38,7 +38,7 @@ void lock_core::release_async(lease_state& hold,
   try {
     const auto g = hold.g;
     // Taking the last hold out of the table stops its renewal before this returns: the watchdog
-    // builds its rounds under the registry's mutex.
+    // builds its rounds under the mutex of each shard of the registry in turn.
     const auto removed = grants_.remove_hold(*g, hold.hold_id);
     counters.releases.fetch_add(1, std::memory_order_relaxed);
     if (removed.lost) {

@@ -1,7 +1,11 @@
 // The grants table without a server: a grant is found by its kind, name and owner exactly (no
-// two of them blur into one key), re-entries join the owner's grant, and a grant made afresh
-// for the same owner replaces the stale one.
+// two of them blur into one key), re-entries join the owner's grant, a grant made afresh for the
+// same owner replaces the stale one, and the expiry watch is never armed later than a grant's
+// validity, whatever grants come and go while it looks.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
 
 #include "locks/grant_registry.hpp"
 
@@ -65,6 +69,65 @@ TEST(GrantRegistry, AFreshGrantForTheSameOwnerReplacesTheStaleOne) {
   EXPECT_EQ(grants.find_live(kind, "job", "owner:1"), fresh.g);
   EXPECT_TRUE(grants.lose(fresh.g, dlock::lease_lost_reason::expired).has_value());
   EXPECT_EQ(grants.find_live(kind, "job", "owner:1"), nullptr);
+}
+
+TEST(GrantRegistry, TheExpiryWatchIsArmedNoLaterThanAnyGrantsValidity) {
+  grant_registry grants;
+  const auto& kind = simple_kind();
+  const auto t0 = steady::now();
+  EXPECT_EQ(grants.next_expiry(), steady::time_point::max()) << "nothing to watch";
+  const auto a = grants.add_hold(request(kind, "a", "1"), false, 1, t0 + std::chrono::seconds(9));
+  EXPECT_TRUE(a.earlier_expiry);
+  EXPECT_EQ(grants.next_expiry(), t0 + std::chrono::seconds(9));
+  const auto b = grants.add_hold(request(kind, "b", "1"), false, 2, t0 + std::chrono::seconds(20));
+  EXPECT_FALSE(b.earlier_expiry) << "the watch already looks sooner";
+  auto c = grants.add_hold(request(kind, "c", "1"), false, 3, t0 + std::chrono::seconds(5));
+  EXPECT_TRUE(c.earlier_expiry);
+  EXPECT_EQ(grants.next_expiry(), t0 + std::chrono::seconds(5));
+
+  // At t0 + 10 s, a and c have expired; the watch moves to b's end.
+  const auto [expired, next] = grants.expired(t0 + std::chrono::seconds(10));
+  EXPECT_EQ(expired.size(), 2u);
+  EXPECT_EQ(next, t0 + std::chrono::seconds(20));
+  EXPECT_EQ(grants.next_expiry(), next);
+  // An extension to sooner than the watch looks lowers it; to later does not.
+  EXPECT_TRUE(grants.extended(*b.g, t0 + std::chrono::seconds(15), std::chrono::seconds(5)));
+  EXPECT_FALSE(grants.extended(*b.g, t0 + std::chrono::seconds(30), std::chrono::seconds(5)));
+}
+
+// Grants come and go on other threads while the expiry watch scans (the I/O thread's
+// check_expiry). Afterwards the watch must look no later than the earliest validity left: one
+// added behind the scan and missed by it must have lowered the watch itself.
+TEST(GrantRegistry, GrantsAddedWhileTheWatchScansAreNeverMissed) {
+  grant_registry grants;
+  const auto& kind = simple_kind();
+  const auto t0 = steady::now();
+  std::atomic<bool> done{false};
+  std::vector<std::thread> adders;
+  for (int t = 0; t < 3; ++t) {
+    adders.emplace_back([&, t] {
+      for (int i = 0; i < 3000; ++i) {
+        // Each validity sooner than all before it, so that every grant lowers the watch: the
+        // one case where a grant missed by a scan matters. Each name its own grant.
+        const auto until = t0 + std::chrono::seconds(100) - std::chrono::milliseconds(10 * i + t);
+        grants.add_hold(request(kind, std::to_string(t) + ":" + std::to_string(i), "o"), false, 1,
+                        until);
+      }
+    });
+  }
+  std::thread watch([&] {
+    while (!done.load())
+      grants.expired(t0);  // nothing has expired at t0: every scan only rearms
+  });
+  for (auto& a : adders)
+    a.join();
+  done.store(true);
+  watch.join();
+  // The earliest validity among all the grants, found by one more scan at t0.
+  const auto armed = grants.next_expiry();
+  const auto [expired, earliest] = grants.expired(t0);
+  EXPECT_TRUE(expired.empty());
+  EXPECT_LE(armed, earliest) << "a grant added during a scan was missed by the watch";
 }
 
 }  // namespace
