@@ -59,7 +59,7 @@ bool interrupted() noexcept {
 }
 
 cluster::cluster(cluster_options o) : o_(std::move(o)) {
-  resource_ = std::make_unique<embedded::redis_server>();
+  if (o_.writes != "held") resource_ = std::make_unique<embedded::redis_server>();
   embedded::server_options lock_options;
   lock_options.extra_args = {"--appendonly",           "yes", "--appendfsync", o_.appendfsync,
                              "--enable-debug-command", "yes"};
@@ -84,7 +84,7 @@ cluster::~cluster() {
   // Crashes, not shutdowns: nothing of their data is needed, and a server in DEBUG SLEEP or
   // CLIENT PAUSE would only delay a SIGTERM.
   lock_->kill();
-  resource_->kill();
+  if (resource_) resource_->kill();
 }
 
 void cluster::start_workers() {
@@ -105,7 +105,7 @@ void cluster::spawn(int slot) {
                                          "--lock-port",
                                          to_string(proxy_->port()),
                                          "--resource-port",
-                                         to_string(resource_->port()),
+                                         to_string(resource_ ? resource_->port() : 0),
                                          "--names",
                                          to_string(o_.names),
                                          "--log",

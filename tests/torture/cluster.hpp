@@ -1,8 +1,8 @@
 // What a torture run stands on: the lock server (AOF on, so it can come back with or without its
-// data), the resource server (healthy, never faulted), the fault proxy in front of the lock
-// server, the controller's direct admin connection to it, and the worker processes, respawned
-// whenever one exits. Everything is stopped by PID when the cluster is destroyed, and dies with
-// the controller (PR_SET_PDEATHSIG) if it is killed.
+// data), the resource server (healthy, never faulted; fenced writes only), the fault proxy in front
+// of the lock server, the controller's direct admin connection to it, and the worker processes,
+// respawned whenever one exits. Everything is stopped by PID when the cluster is destroyed, and
+// dies with the controller (PR_SET_PDEATHSIG) if it is killed.
 #pragma once
 
 #include <sys/types.h>
@@ -36,7 +36,7 @@ struct cluster_options {
   int long_work_ppm = 100;
   std::string appendfsync = "always";
   /// "fenced": the resource on the resource server, fenced ops; "held": on the lock server, ops
-  /// through lease::write_while_held (worker.cpp).
+  /// through lease::write_while_held (worker.cpp), and no resource server is started.
   std::string writes = "fenced";
 };
 

@@ -8,6 +8,7 @@
 // iteration, logs its client's stats and exits 0) or SIGKILL.
 //
 //   dlock_torture_worker --id N --lock-port P --resource-port P --names N --log PATH
+//                        (--resource-port may be 0 or absent with --writes held)
 //                        [--writes fenced|held] [--seed N] [--lease-ms N] [--recheck-ms N]
 //                        [--command-timeout-ms N] [--connect-timeout-ms N] [--wait-ms N]
 //                        [--long-work-ppm N]
@@ -75,8 +76,8 @@ settings parse(int argc, char** argv) {
   s.long_work_ppm = static_cast<int>(number("--long-work-ppm", 100));
   const std::string writes = kv.count("--writes") ? kv["--writes"] : "fenced";
   s.held_writes = writes == "held";
-  if (s.lock_port == 0 || s.resource_port == 0 || s.log.empty() || s.names < 1 ||
-      (writes != "fenced" && writes != "held")) {
+  if (s.lock_port == 0 || (s.resource_port == 0 && !s.held_writes) || s.log.empty() ||
+      s.names < 1 || (writes != "fenced" && writes != "held")) {
     throw std::invalid_argument(
         "usage: dlock_torture_worker --id N --lock-port P "
         "--resource-port P --names N --log PATH [--writes fenced|held] [...]");
@@ -116,10 +117,13 @@ class worker {
 
   int run() {
     log_.write({"S", s_.id, to_string(::getpid()), to_string(now_ns())});
-    connection_options direct;
-    direct.port = s_.resource_port;
-    direct.client_name = "torture-worker-" + s_.id;
-    redis_client resource(direct);
+    std::optional<redis_client> resource;  // held writes keep the resource on the lock server
+    if (!s_.held_writes) {
+      connection_options direct;
+      direct.port = s_.resource_port;
+      direct.client_name = "torture-worker-" + s_.id;
+      resource.emplace(direct);
+    }
     if (!connect()) return 0;
     while (!stop_requested)
       iteration(resource);
@@ -153,7 +157,7 @@ class worker {
     return false;
   }
 
-  void iteration(redis_client& resource) {
+  void iteration(std::optional<redis_client>& resource) {
     const auto i = std::uniform_int_distribution<int>(0, s_.names - 1)(rng_);
     const auto& name = names_[static_cast<std::size_t>(i)];
     const auto gid = to_string(++next_grant_);
@@ -182,7 +186,7 @@ class worker {
     const std::string key = "torture:resource:{" + name + "}";
     const auto do_op = [&](char kind, const std::string& read_value) {
       return s_.held_writes ? held_op(l, gid, name, fence, kind, key, read_value)
-                            : op(resource, gid, name, fence, kind, key, read_value);
+                            : op(*resource, gid, name, fence, kind, key, read_value);
     };
     const auto read = do_op('r', {});
     // A rejected read means a newer holder exists (fenced), or the lock is no longer ours (held).
@@ -221,8 +225,7 @@ class worker {
       r.a = reply.at(2).str();
       r.b = reply.at(3).str();
     } catch (const std::system_error& e) {
-      log_.write(
-          {"E", s_.id, gid, to_string(now_ns()), kind == 'r' ? "read" : "write", code_name(e)});
+      log_op_error(gid, kind, e);
       return std::nullopt;
     }
     log_.write({"O", s_.id, gid, name, fence, std::string_view(&kind, 1), to_string(r.seq),
@@ -256,8 +259,7 @@ class worker {
       seq = to_string(r.seq);
     } catch (const std::system_error& e) {
       if (e.code() != errc::lease_lost) {
-        log_.write(
-            {"E", s_.id, gid, to_string(now_ns()), kind == 'r' ? "read" : "write", code_name(e)});
+        log_op_error(gid, kind, e);
         return std::nullopt;
       }
     }
@@ -265,6 +267,11 @@ class worker {
                 r.accepted ? "1" : "0", kind == 'r' ? r.a : read_value, kind == 'r' ? "" : r.a,
                 to_string(t_send), to_string(now_ns())});
     return r;
+  }
+
+  void log_op_error(const std::string& gid, char kind, const std::system_error& e) {
+    log_.write(
+        {"E", s_.id, gid, to_string(now_ns()), kind == 'r' ? "read" : "write", code_name(e)});
   }
 
   // The one place a grant ends. release_checked() says whether the lock was still ours when the
