@@ -59,14 +59,16 @@ const char* const cluster_references_text =
 
 const char* const redlock_references_text =
     "\nratio = RedLock / standalone: the same dlock code on five private, independent masters\n"
-    "(every acquisition asks all five and waits for three, then writes the fence back to a\n"
-    "majority) and on one private server, measured in this run in interleaved slices (medians).\n"
-    "The five masters share this machine's cores with the client: read the ratios as what a\n"
-    "majority costs in round trips and server work, not as a network figure (docs/redlock.md).\n"
-    "(ceiling) row: ratio = RedLock / what the masters serve: one redis-benchmark -c 50 -P 16 per\n"
-    "master, all five at once, on what a RedLock pair runs on every master (acquire script, fence\n"
-    "write-back, release script); per master pairs/s = 1/(1/acquire + 1/fence + 1/release rps),\n"
-    "and the ceiling is the slowest master's (every pair needs every master).\n";
+    "(every acquisition asks all five and waits for three, and writes the fence back to those\n"
+    "that drew less, if any) and on one private server, measured in this run in interleaved\n"
+    "slices (medians). The five masters share this machine's cores with the client: read the\n"
+    "ratios as what a majority costs in round trips and server work, not as a network figure\n"
+    "(docs/redlock.md).\n"
+    "(ceiling) rows: ratio = RedLock / what the masters serve: one redis-benchmark -c 50 -P 16\n"
+    "per master, all five at once, on what a RedLock pair runs on every master once the name's\n"
+    "fencing counters are level (acquire script, release script); per master pairs/s =\n"
+    "1/(1/acquire + 1/release rps), and the ceiling is the slowest master's (every pair needs\n"
+    "every master).\n";
 
 int rounds_for(const bench_run_options& o) {
   if (o.rounds > 0) return o.rounds;
@@ -164,13 +166,19 @@ std::vector<scenario_result> run_on_cluster(const bench_run_options& o, std::ost
   ts.standalone.seconds = o.seconds;
   ts.standalone.rounds = rounds;
   ts.standalone.redis_benchmark = o.redis_benchmark;
+  ts.standalone.command_connections = o.command_connections;
+  ts.standalone.busy_poll_us = o.busy_poll_us;
+  ts.standalone.busy_poll_under_load = o.busy_poll_under_load;
   ts.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   ts.cluster_seeds = cluster.seed_urls();
 
   std::vector<scenario_result> results;
   if (wants(o, "throughput")) {
     cluster_throughput_options t;
-    if (o.quick) t.threads = {4, 16};
+    if (o.quick) {
+      t.threads = {4, 16};
+      t.async_chains = {16};
+    }
     if (!o.threads.empty()) t.threads = o.threads;
     results = run_cluster_throughput(ts, t);
   }
@@ -233,10 +241,16 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
   rs.standalone.seconds = o.seconds;
   rs.standalone.rounds = rounds;
   rs.standalone.redis_benchmark = o.redis_benchmark;
+  rs.standalone.command_connections = o.command_connections;
+  rs.standalone.busy_poll_us = o.busy_poll_us;
+  rs.standalone.busy_poll_under_load = o.busy_poll_under_load;
   rs.standalone.progress = [&](std::string_view m) { say(std::string(m)); };
   redlock_options ro;
   ro.uncontended = wants(o, "uncontended");
-  if (!wants(o, "throughput")) ro.threads.clear();
+  if (!wants(o, "throughput")) {
+    ro.threads.clear();
+    ro.async_chains.clear();
+  }
   if (!o.threads.empty() && wants(o, "throughput")) ro.threads = o.threads;
   if (o.quick) ro.handoff_clients = 4;
   if (!wants(o, "handoff")) ro.handoff_clients = 0;

@@ -32,12 +32,12 @@ struct bench_run_options {
   std::string url;
   /// "standalone": the scenarios on one server. "cluster": a private standalone redis-server
   /// and a private 3-master Redis Cluster, both started for the run and stopped at its end,
-  /// and the throughput (threads 16 and 64) and watchdog scenarios on both, the cluster's
-  /// figures beside the standalone's (cluster_scenarios.hpp); only those two scenarios can be
-  /// chosen, and neither `url` nor `plot_dir` is accepted; the throughput rows also give the
-  /// cluster's redis-benchmark ceiling. "redlock": five private masters beside a private
-  /// server, uncontended, throughput (with the masters' redis-benchmark ceiling) and handoff
-  /// (redlock_scenarios.hpp), with the same restrictions.
+  /// and the throughput (16 and 64 threads, then 16 and 64 async chains) and watchdog scenarios
+  /// on both, the cluster's figures beside the standalone's (cluster_scenarios.hpp); only those
+  /// two scenarios can be chosen, and neither `url` nor `plot_dir` is accepted; the throughput
+  /// rows also give the cluster's redis-benchmark ceiling. "redlock": five private masters beside a
+  /// private server, uncontended, throughput (with the masters' redis-benchmark ceiling) and
+  /// handoff (redlock_scenarios.hpp), with the same restrictions.
   std::string topology = "standalone";
   /// Duration of each measurement (dlock's and each reference's); bench_settings::seconds.
   double seconds = 3;
@@ -57,7 +57,8 @@ struct bench_run_options {
 
   // Scenario knobs (0 or empty: the scenario's default).
   std::vector<int> threads;  ///< throughput thread counts
-  /// client_options::command_connections of the uncontended and throughput clients (standalone)
+  /// client_options::command_connections of the uncontended and throughput clients (with
+  /// --topology cluster or redlock: of both sides' clients; masters keep one connection each)
   std::size_t command_connections = 0;
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default
   int busy_poll_us = -1;

@@ -1,6 +1,7 @@
 #include "bench_support.hpp"
 #include <atomic>
 #include <exception>
+#include <future>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -21,6 +22,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <dlock/lock.hpp>
 #include <dlock/redis/client.hpp>
 #include <nlohmann/json.hpp>
 
@@ -386,6 +388,50 @@ timed_run run_timed(int threads, double seconds, const std::function<void(int)>&
   if (failure) std::rethrow_exception(failure);
   if (at_end) at_end();
   run.steps = total.load();
+  return run;
+}
+
+timed_run run_async_chains(std::vector<simple_lock>& locks, int chains, double seconds,
+                           const lease_options& lo) {
+  if (chains <= 0 || static_cast<std::size_t>(chains) > locks.size()) {
+    throw std::invalid_argument("run_async_chains: as many locks as chains are needed");
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> pairs{0};
+  std::atomic<int> live{chains};
+  std::atomic<bool> failed{false};
+  std::promise<void> all_done;
+  const auto chain_ended = [&] {
+    if (live.fetch_sub(1) == 1) all_done.set_value();
+  };
+  std::function<void(int)> step = [&](int i) {
+    if (stop.load(std::memory_order_relaxed)) return chain_ended();
+    locks[static_cast<std::size_t>(i)].acquire_async(
+        std::chrono::seconds(10),
+        [&, i](acquire_result r) {
+          lease l = std::move(r.held);
+          if (r.error || !l) {
+            failed = true;
+            stop = true;
+            return chain_ended();
+          }
+          l.release_async();
+          pairs.fetch_add(1, std::memory_order_relaxed);
+          step(i);
+        },
+        lo);
+  };
+  timed_run run;
+  run.started = clock_type::now();
+  for (int i = 0; i < chains; ++i)
+    step(i);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  run.stopped = clock_type::now();
+  stop = true;
+  all_done.get_future().wait();
+  run.joined = clock_type::now();
+  run.steps = pairs.load();
+  if (failed) throw std::runtime_error("an asynchronous lock chain failed");
   return run;
 }
 

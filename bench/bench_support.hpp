@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <dlock/client.hpp>
+#include <dlock/lease.hpp>
 #include <dlock/redis/connection_options.hpp>
 #include <nlohmann/json_fwd.hpp>
 
@@ -149,5 +150,15 @@ struct timed_run {
 timed_run run_timed(int threads, double seconds, const std::function<void(int)>& step,
                     const std::function<void()>& at_start = {},
                     const std::function<void()>& at_end = {});
+
+/// Keeps `chains` acquire -> release chains going from completion callbacks for `seconds`, chain
+/// i on locks[i] (`chains` <= locks.size()): lock+unlock pairs with no thread parked per lock.
+/// Each release is sent without waiting for its answer, pipelined with the chain's next attempt,
+/// as the threaded throughput loops do (a failed release is counted in
+/// client_stats::release_failures). `steps` counts the pairs granted after the window opened;
+/// `joined` is when the last chain stopped. Throws std::runtime_error when an acquisition fails
+/// or is not granted within 10 s, once every chain has stopped.
+timed_run run_async_chains(std::vector<simple_lock>& locks, int chains, double seconds,
+                           const lease_options& lo);
 
 }  // namespace dlock::bench

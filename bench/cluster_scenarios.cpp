@@ -135,22 +135,44 @@ struct side {
   node_deltas nodes;
 };
 
-void measure_slice(const bench_settings& s, side& sd, int threads, double slice,
+// What keeps the locks busy in a slice: N threads, or N chains of asynchronous calls; each
+// thread or chain on its own lock.
+struct throughput_load {
+  int count = 0;
+  bool async = false;
+  std::string label() const { return format("%3d %s", count, async ? "async chains" : "threads"); }
+  std::string row_name() const {
+    return "cluster.throughput." + std::string(async ? "async=" : "threads=") +
+           std::to_string(count);
+  }
+};
+
+void measure_slice(const bench_settings& s, side& sd, const throughput_load& load, double slice,
                    const lease_options& lo) {
   node_counters before, after;
-  const auto run = run_timed(
-      threads, slice,
-      [&](int i) {
-        auto l = sd.locks[static_cast<std::size_t>(i)].acquire(lo);
-        if (!l) throw std::runtime_error("cluster throughput: a private key was not granted");
-        if (!l.release()) throw std::runtime_error("cluster throughput: release failed");
-      },
-      [&] { before = master_counters(*sd.c); }, [&] { after = master_counters(*sd.c); });
+  timed_run run;
+  if (load.async) {
+    before = master_counters(*sd.c);
+    run = run_async_chains(sd.locks, load.count, slice, lo);
+    after = master_counters(*sd.c);
+  } else {
+    run = run_timed(
+        load.count, slice,
+        [&](int i) {
+          auto l = sd.locks[static_cast<std::size_t>(i)].acquire(lo);
+          if (!l) throw std::runtime_error("cluster throughput: a private key was not granted");
+          // Not waiting for the release's answer, as in the standalone throughput scenario: it
+          // leaves with this thread's next attempt when both go to the same master. A failed
+          // release is counted in client_stats::release_failures.
+          l.release_async();
+        },
+        [&] { before = master_counters(*sd.c); }, [&] { after = master_counters(*sd.c); });
+  }
   sd.rates.push_back(run.rate());
   sd.steps += run.steps;
   accumulate(sd.nodes, before, after);
-  report(s, format("cluster throughput %3d threads: %-10s %10.0f pairs/s", threads, sd.name.c_str(),
-                   run.rate()));
+  report(s, format("cluster throughput %s: %-10s %10.0f pairs/s", load.label().c_str(),
+                   sd.name.c_str(), run.rate()));
 }
 
 }  // namespace
@@ -159,13 +181,21 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
                                                     const cluster_throughput_options& o) {
   check(ts);
   const auto& s = ts.standalone;
-  if (o.threads.empty()) return {};
+  std::vector<throughput_load> loads;
+  for (const int n : o.threads)
+    loads.push_back({n, false});
+  for (const int n : o.async_chains)
+    loads.push_back({n, true});
+  if (loads.empty()) return {};
   side standalone, cluster;
   standalone.name = "standalone";
-  standalone.c = std::make_unique<client>(s.url);
+  standalone.c = std::make_unique<client>(with_client_knobs(s, client_options::from_url(s.url)));
   cluster.name = "cluster";
-  cluster.c = std::make_unique<client>(client_options::cluster(ts.cluster_seeds));
-  const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
+  cluster.c =
+      std::make_unique<client>(with_client_knobs(s, client_options::cluster(ts.cluster_seeds)));
+  int max_threads = 0;
+  for (const auto& load : loads)
+    max_threads = std::max(max_threads, load.count);
   std::vector<std::string> names;
   for (int i = 0; i < max_threads; ++i)
     names.push_back("dlock-bench:tp:" + std::to_string(i));
@@ -193,7 +223,8 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
   }
   double ceiling_estimate = 0;  // requests/s; 0: redis-benchmark sizes its first run minimally
   std::vector<scenario_result> results;
-  for (const int threads : o.threads) {
+  for (const auto& load : loads) {
+    const int threads = load.count;
     for (auto* sd : {&standalone, &cluster}) {
       sd->rates.clear();
       sd->steps = 0;
@@ -203,8 +234,8 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     const auto measure_ceiling = [&] {
       ceiling_runs.push_back(
           ceiling->measure(o.ceiling_clients, o.ceiling_pipeline, slice, ceiling_estimate).at(0));
-      report(s, format("cluster throughput %3d threads: %-10s %10.0f pairs/s", threads, "ceiling",
-                       ceiling_runs.back().pairs()));
+      report(s, format("cluster throughput %s: %-10s %10.0f pairs/s", load.label().c_str(),
+                       "ceiling", ceiling_runs.back().pairs()));
     };
     const auto stats_before = cluster.c->stats();
     for (int round = 0; round < rounds; ++round) {
@@ -216,7 +247,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
         if (slot == 2) {
           measure_ceiling();
         } else {
-          measure_slice(s, slot == 0 ? standalone : cluster, threads, slice, lo);
+          measure_slice(s, slot == 0 ? standalone : cluster, load, slice, lo);
         }
       }
     }
@@ -226,10 +257,10 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     const double ref = median(standalone.rates);
     const auto c_total = total(cluster.nodes);
     const auto s_total = total(standalone.nodes);
-    const std::string name = "cluster.throughput.threads=" + std::to_string(threads);
+    const std::string name = load.row_name();
 
     scenario_result pairs{name, "pairs/s", ours, ref, standalone_name, ratio_of(ours, ref), "", {}};
-    add_extra(pairs, "threads", static_cast<double>(threads));
+    add_extra(pairs, load.async ? "async_chains" : "threads", static_cast<double>(threads));
     add_extra(pairs, "cluster_masters", static_cast<double>(masters));
     add_extra(pairs, "slices_per_topology", static_cast<double>(rounds));
     add_extra(pairs, "cluster_commands_per_pair", ratio_of(c_total.commands, cluster.steps));
@@ -242,7 +273,10 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
         pairs, "cluster_slot_map_refreshes",
         static_cast<double>(stats_after.slot_map_refreshes - stats_before.slot_map_refreshes));
     add_extra(pairs, "note",
-              "median of interleaved slices per topology; one client, N threads, distinct keys");
+              load.async ? "median of interleaved slices per topology; one client, N chains of "
+                           "acquire_async + release_async from completion callbacks, distinct keys"
+                         : "median of interleaved slices per topology; one client, N threads "
+                           "(acquire + release_async), distinct keys");
     results.push_back(std::move(pairs));
 
     if (ceiling) {
@@ -256,7 +290,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
       const double top = median(pair_rates);
       scenario_result vs_ceiling{name,         "pairs/s",           ours, top,
                                  ceiling_name, ratio_of(ours, top), "",   {}};
-      add_extra(vs_ceiling, "threads", static_cast<double>(threads));
+      add_extra(vs_ceiling, load.async ? "async_chains" : "threads", static_cast<double>(threads));
       add_extra(vs_ceiling, "cluster_masters", static_cast<double>(masters));
       add_extra(vs_ceiling, "rb_acquire_rps", median(acquire));
       add_extra(vs_ceiling, "rb_release_rps", median(release));

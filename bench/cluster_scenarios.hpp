@@ -25,9 +25,12 @@ struct topology_settings {
 };
 
 /// Lock+unlock pairs/s of the simple lock, each thread on its own key ("dlock-bench:tp:I", the
-/// same names on both), N threads through ONE dlock client per topology. The topologies take
-/// turns in `rounds` slices per thread count (the order alternating per round); each side's
-/// figure is the median of its slices. Commands per master are the deltas of each master's
+/// same names on both), N threads through ONE dlock client per topology, the same loop as the
+/// standalone throughput scenario's (acquire, then release_async, which leaves with the thread's
+/// next attempt); then N chains of acquire_async + release_async from completion callbacks
+/// (run_async_chains), rows "cluster.throughput.async=N". The topologies take turns in `rounds`
+/// slices per load (the order alternating per round); each side's figure is the median of its
+/// slices. Commands per master are the deltas of each master's
 /// `redis_client::counters()` (client::masters()) over the timed slices.
 ///
 /// With `ceiling`, a third slice per round measures the cluster's ceiling: `redis-benchmark
@@ -36,6 +39,7 @@ struct topology_settings {
 /// program), and a row gives the cluster's pairs/s over it.
 struct cluster_throughput_options {
   std::vector<int> threads{16, 64};
+  std::vector<int> async_chains{16, 64};
   std::chrono::milliseconds lease{30'000};
   bool ceiling = true;
   int ceiling_clients = 50;

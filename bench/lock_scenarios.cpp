@@ -28,6 +28,13 @@
 
 namespace dlock::bench {
 
+client_options with_client_knobs(const bench_settings& s, client_options o) {
+  if (s.command_connections != 0) o.command_connections = s.command_connections;
+  if (s.busy_poll_us >= 0) o.busy_poll = std::chrono::microseconds(s.busy_poll_us);
+  o.busy_poll_under_load = s.busy_poll_under_load;
+  return o;
+}
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -55,11 +62,7 @@ void check_settings(const bench_settings& s) {
 }
 
 client_options client_options_of(const bench_settings& s) {
-  auto o = client_options::from_url(s.url);
-  if (s.command_connections != 0) o.command_connections = s.command_connections;
-  if (s.busy_poll_us >= 0) o.busy_poll = std::chrono::microseconds(s.busy_poll_us);
-  o.busy_poll_under_load = s.busy_poll_under_load;
-  return o;
+  return with_client_knobs(s, client_options::from_url(s.url));
 }
 
 // Commands that clients issue to take and release locks. Script-internal calls show up in
@@ -448,53 +451,6 @@ rb_pair run_rb_pair(rb_context& ctx, int clients, int pipeline, double seconds, 
 
 }  // namespace
 
-namespace {
-
-// `chains` acquire → release chains kept going from completion callbacks for `seconds`, each on
-// its own lock: pairs/s with no thread parked per lock.
-double run_async_chains(std::vector<simple_lock>& locks, int chains, double seconds,
-                        const lease_options& lo) {
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> pairs{0};
-  std::atomic<int> live{chains};
-  std::atomic<bool> failed{false};
-  std::promise<void> all_done;
-  std::function<void(int)> step = [&](int i) {
-    if (stop.load(std::memory_order_relaxed)) {
-      if (live.fetch_sub(1) == 1) all_done.set_value();
-      return;
-    }
-    locks[static_cast<std::size_t>(i)].acquire_async(
-        std::chrono::seconds(10),
-        [&, i](acquire_result r) {
-          lease l = std::move(r.held);
-          if (r.error || !l) {
-            failed = true;
-            stop = true;
-            if (live.fetch_sub(1) == 1) all_done.set_value();
-            return;
-          }
-          // Released without waiting for the answer, pipelined with the chain's next attempt;
-          // a failed release is counted in client_stats::release_failures, checked after.
-          l.release_async();
-          pairs.fetch_add(1, std::memory_order_relaxed);
-          step(i);
-        },
-        lo);
-  };
-  const auto started = clock_type::now();
-  for (int i = 0; i < chains; ++i)
-    step(i);
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  all_done.get_future().wait();
-  const double elapsed = seconds_between(started, clock_type::now());
-  if (failed) throw std::runtime_error("throughput: an asynchronous lock chain failed");
-  return static_cast<double>(pairs.load()) / elapsed;
-}
-
-}  // namespace
-
 std::vector<scenario_result> run_throughput(const bench_settings& s, const throughput_options& o) {
   check_settings(s);
   redis_client control(s.url);
@@ -645,7 +601,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
   for (const int chains : o.async_chains) {
     std::vector<double> rates;
     for (int round = 0; round < rounds; ++round) {
-      rates.push_back(run_async_chains(locks, chains, slice, lo));
+      rates.push_back(run_async_chains(locks, chains, slice, lo).rate());
       report(s, format("throughput %3d async chains: dlock %10.0f pairs/s", chains, rates.back()));
       // The ceiling, interleaved as for the threads, unless the thread runs measured it enough.
       if (all_ceiling.size() < static_cast<std::size_t>(rounds)) {

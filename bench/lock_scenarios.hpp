@@ -76,8 +76,8 @@ struct bench_settings {
   int rounds = 6;
   /// The redis-benchmark program (throughput scenario only).
   std::string redis_benchmark = "redis-benchmark";
-  /// client_options::command_connections of the uncontended and throughput clients; 0: the
-  /// library's default.
+  /// client_options::command_connections of the uncontended and throughput clients (and of the
+  /// topology benches' clients, with_client_knobs); 0: the library's default.
   std::size_t command_connections = 0;
   /// client_options::busy_poll of those clients, in microseconds; -1: the library's default.
   int busy_poll_us = -1;
@@ -88,6 +88,10 @@ struct bench_settings {
   allocation_counter allocations;
   progress_callback progress;
 };
+
+/// `o` with the client knobs of `s` applied (command_connections when not 0, busy_poll when not
+/// -1, busy_poll_under_load): what every scenario's measured clients use, on every topology.
+client_options with_client_knobs(const bench_settings& s, client_options o);
 
 // ---- 1. uncontended ----------------------------------------------------------------------------
 

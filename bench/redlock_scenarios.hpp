@@ -27,14 +27,19 @@ struct redlock_options {
   /// Uncontended: one thread, sequential acquire() + release() on one key, simple and
   /// reentrant (pairs/s).
   bool uncontended = true;
-  /// Throughput: N threads on distinct keys through ONE client (pairs/s); empty: skip.
+  /// Throughput: N threads on distinct keys through ONE client (pairs/s), each looping
+  /// acquire() + release_async() as the standalone throughput scenario does; empty: skip.
   std::vector<int> threads{16};
-  /// With the throughput: a third slice per round measures the masters' ceiling, one
+  /// Throughput without a thread per lock: N chains of acquire_async + release_async from
+  /// completion callbacks on distinct keys through ONE client (run_async_chains; rows
+  /// "redlock.throughput.async=N"); empty: skip.
+  std::vector<int> async_chains{16};
+  /// With either throughput: a third slice per round measures the masters' ceiling, one
   /// `redis-benchmark -c ceiling_clients -P ceiling_pipeline` per master, all at once, each on
-  /// what a RedLock pair runs on every master (the simple lock's acquire script, the fence
-  /// write-back, the release script; script_ceiling.hpp; bench_settings::redis_benchmark is the
-  /// program). The ceiling is the slowest master's pairs/s, 1/(1/acquire + 1/fence + 1/release):
-  /// every pair needs every master.
+  /// what a RedLock pair runs on every master once the name's fencing counters are level (the
+  /// simple lock's acquire script and its release script; script_ceiling.hpp;
+  /// bench_settings::redis_benchmark is the program). The ceiling is the slowest master's
+  /// pairs/s, 1/(1/acquire + 1/release): every pair needs every master.
   bool ceiling = true;
   int ceiling_clients = 50;
   int ceiling_pipeline = 16;

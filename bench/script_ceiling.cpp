@@ -49,9 +49,7 @@ std::string address_of(const connection_options& co) {
 
 double script_rates::pairs() const {
   if (acquire_rps <= 0 || release_rps <= 0) return 0;
-  double per_pair = 1.0 / acquire_rps + 1.0 / release_rps;
-  if (fence_rps > 0) per_pair += 1.0 / fence_rps;
-  return 1.0 / per_pair;
+  return 1.0 / (1.0 / acquire_rps + 1.0 / release_rps);
 }
 
 struct script_ceiling::impl {
@@ -69,9 +67,8 @@ struct script_ceiling::impl {
 
   std::string program;
   bool cluster = false;
-  bool fence = false;  // RedLock: the fence write-back is part of every pair
   std::string lease_ms;
-  std::string acquire_sha, release_sha, fence_sha;
+  std::string acquire_sha, release_sha;
   std::vector<master> masters;
   std::vector<target> targets;
   script populate{std::string(rb::populate_range)};
@@ -96,12 +93,6 @@ struct script_ceiling::impl {
             fence_key(), std::string(rb::token),
             lease_ms};
   }
-  // The token the fence write-back raises the counter to is random: after the first runs the
-  // counter stands above most of them, so most calls only read it (as a write-back to a master
-  // whose counter already counts past the token does).
-  std::vector<std::string> fence_command() const {
-    return {"evalsha", fence_sha, "1", fence_key(), "__rand_int__"};
-  }
   std::vector<std::string> release_command() const {
     return {"evalsha", release_sha,
             "2",       std::string(rb::release_prefix) + key_tag() + "__rand_int__",
@@ -114,16 +105,13 @@ struct script_ceiling::impl {
       masters.push_back({co, std::make_unique<redis_client>(co), ""});
     const script acquire{std::string(lua::simple_acquire)};
     const script release{std::string(lua::simple_release)};
-    const script raise{std::string(lua::fence_raise)};
     acquire_sha = acquire.sha1();
     release_sha = release.sha1();
-    fence_sha = raise.sha1();
     // Loaded up front on every master so that redis-benchmark runs pure EVALSHA.
     for (auto& m : masters) {
       const bool ok =
           m.control->command({"SCRIPT", "LOAD", lua::simple_acquire}).str() == acquire_sha &&
-          m.control->command({"SCRIPT", "LOAD", lua::simple_release}).str() == release_sha &&
-          m.control->command({"SCRIPT", "LOAD", lua::fence_raise}).str() == fence_sha;
+          m.control->command({"SCRIPT", "LOAD", lua::simple_release}).str() == release_sha;
       if (!ok) throw std::runtime_error("SCRIPT LOAD returned an unexpected SHA1");
     }
   }
@@ -273,7 +261,6 @@ script_ceiling script_ceiling::redlock(std::string program,
   if (masters.empty()) throw std::invalid_argument("script_ceiling: no masters");
   auto i = std::make_unique<impl>();
   i->program = std::move(program);
-  i->fence = true;
   i->lease_ms = std::to_string(lease.count());
   i->connect(masters);
   for (std::size_t m = 0; m < masters.size(); ++m)
@@ -285,7 +272,7 @@ std::vector<script_rates> script_ceiling::measure(int clients, int pipeline, dou
                                                   double& estimate) {
   auto& d = *impl_;
   const std::size_t n = d.targets.size();
-  const double runs = d.fence ? 3 : 2;
+  const double runs = 2;
   std::vector<script_rates> out(n);
 
   // Acquire: fresh keys, so the script takes its grant path (SET NX PX + INCR of the counter).
@@ -302,16 +289,6 @@ std::vector<script_rates> script_ceiling::measure(int clients, int pipeline, dou
     out[k].acquire_rps = rps[k];
   for (auto& m : d.masters)
     delete_matching(*m.control, {std::string(rb::acquire_prefix) + "*"});
-
-  if (d.fence) {
-    for (std::size_t k = 0; k < n; ++k) {
-      batch[k].requests = requests_for(out[k].acquire_rps, seconds / runs, clients, pipeline);
-      batch[k].command = d.fence_command();
-    }
-    rps = d.run_all(batch, "fence write-back");
-    for (std::size_t k = 0; k < n; ++k)
-      out[k].fence_rps = rps[k];
-  }
 
   // Release: keys set beforehand to the token it sends, so that most calls take the real
   // release path (TYPE, GET, DEL, [S]PUBLISH) rather than the cheap "not held" one. A cluster's
@@ -357,10 +334,6 @@ std::string script_ceiling::describe(int clients, int pipeline) const {
       out.append(" ").append(arg);
   };
   line(d.acquire_command(), "2000000000");
-  if (d.fence) {
-    out.append("; ");
-    line(d.fence_command(), "2000000000");
-  }
   out.append("; ");
   line(d.release_command(), "<3 x requests, keys pre-set to the token>");
   if (d.cluster) {

@@ -13,10 +13,11 @@
 //    CROSSSLOT) do not stop redis-benchmark 7.0 and count as requests, so every master's INFO
 //    total_error_replies is checked around each run;
 //  * RedLock's independent masters: one redis-benchmark per master, all at once, each running
-//    what one RedLock lock+unlock pair runs on every master: the acquire script, the fence
-//    write-back (fence_raise) and the release script. Each master's pairs/s is
-//    1 / (1/acquire + 1/fence + 1/release); a RedLock pair needs every master (a majority to be
-//    granted, all of them for the release), so the ceiling is the slowest master's.
+//    what one RedLock lock+unlock pair runs on every master once the name's fencing counters
+//    are level (no fence write-back, docs/redlock.md): the acquire script and the release
+//    script. Each master's pairs/s is 1 / (1/acquire + 1/release); a RedLock pair needs every
+//    master (a majority to be granted, all of them for the release), so the ceiling is the
+//    slowest master's.
 //
 // Every key written starts with "dlock-bench:rb:" or is its fencing counter
 // (keys_of_lock("dlock-bench:rb..."); cleanup() deletes them.
@@ -35,11 +36,9 @@ namespace dlock::bench {
 /// One redis-benchmark measurement on one target (a server, or a whole cluster).
 struct script_rates {
   double acquire_rps = 0;
-  double fence_rps = 0;  ///< the fence write-back run (RedLock); 0: not part of a pair
   double release_rps = 0;
   double release_hit_fraction = 0;  ///< releases that found their key (the real release path)
-  /// Pairs/s with the runs' scripts done one after the other:
-  /// 1 / (1/acquire [+ 1/fence] + 1/release).
+  /// Pairs/s with the runs' scripts done one after the other: 1 / (1/acquire + 1/release).
   double pairs() const;
 };
 
@@ -58,12 +57,11 @@ class script_ceiling {
   script_ceiling& operator=(script_ceiling&&) noexcept;
   ~script_ceiling();
 
-  /// One measurement: the acquire run on every target at once, then (RedLock) the fence run, then
-  /// the release run, each about seconds / runs long at `estimate` requests/s per target (updated
-  /// with what was measured; 0: redis-benchmark's smallest sensible run). -c clients -P pipeline
-  /// per redis-benchmark. Returns one result per target: one for a cluster, one per master
-  /// (in the order given) for RedLock. Throws std::runtime_error if a run fails or a server
-  /// answered it with an error.
+  /// One measurement: the acquire run on every target at once, then the release run, each about
+  /// seconds / runs long at `estimate` requests/s per target (updated with what was measured; 0:
+  /// redis-benchmark's smallest sensible run). -c clients -P pipeline per redis-benchmark. Returns
+  /// one result per target: one for a cluster, one per master (in the order given) for RedLock.
+  /// Throws std::runtime_error if a run fails or a server answered it with an error.
   std::vector<script_rates> measure(int clients, int pipeline, double seconds, double& estimate);
 
   /// The redis-benchmark command lines of one measurement, for the reader (placeholders kept).
