@@ -123,7 +123,10 @@ struct DLOCK_API client_options {
   /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
   /// ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs the gain
   /// comes and goes). Costs CPU on the I/O thread while it polls: up to this long per burst of
-  /// replies. 0 turns it off. 0 to 10 ms.
+  /// replies. 0 turns it off. 0 to 10 ms. redlock_masters() sets it to 0: with five masters
+  /// sharing the client's 2 vCPUs, polling between their replies took CPU from the masters
+  /// still to answer (an uncontended RedLock lock+unlock ran 14-23 % faster without it,
+  /// docs/benchmarks.md 0.0o); set it again to poll for masters on hosts of their own.
   std::chrono::microseconds busy_poll{50};
   /// Whether to poll while the client is loaded too (4 or more commands in flight on a
   /// connection), provided its recent waits for the next burst of replies average within 1.5 x
@@ -162,8 +165,9 @@ struct DLOCK_API client_options {
   /// from_url does, or errc::invalid_argument for an empty list.
   static client_options cluster(const std::vector<std::string>& seed_urls);
   /// Options for RedLock over the independent masters at `master_urls` (redis://, rediss://
-  /// or unix://; each URL's credentials, TLS and timeouts are that master's own). Throws as
-  /// from_url does, or errc::invalid_argument for fewer than 3 URLs.
+  /// or unix://; each URL's credentials, TLS and timeouts are that master's own), with
+  /// busy_poll 0 (see there). Throws as from_url does, or errc::invalid_argument for fewer than
+  /// 3 URLs.
   static client_options redlock_masters(const std::vector<std::string>& master_urls);
 };
 
@@ -191,7 +195,8 @@ struct client_stats {
   /// Sentinel: times the client moved to another master.
   std::uint64_t master_switches = 0;
   /// RedLock: attempts that no majority granted (each released on every master), answers
-  /// that came after their round was decided, and fence write-backs sent.
+  /// that came after their round was decided, and fence write-backs sent (one per master that
+  /// drew a lower token than its grant's; none when every master drew the same).
   std::uint64_t redlock_misses = 0;
   std::uint64_t redlock_late_answers = 0;
   std::uint64_t redlock_fence_raises = 0;

@@ -49,6 +49,9 @@ client_options client_options::redlock_masters(const std::vector<std::string>& m
   for (const auto& url : master_urls)
     o.redlock.masters.push_back(connection_options::from_url(url));
   o.connection = o.redlock.masters.front();
+  // A round waits for several masters' replies; polling after the first ones only took CPU from
+  // the masters still to answer where they share the client's cores (busy_poll's comment).
+  o.busy_poll = std::chrono::microseconds(0);
   return o;
 }
 

@@ -184,7 +184,54 @@ TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
     if (!v.is_nil() && std::stoull(v.str()) >= l.fence()) ++at_least;
   }
   EXPECT_GE(at_least, 3);
-  EXPECT_GE(c.stats().redlock_fence_raises, 3u);
+}
+
+// The token a grant carries must stand on a majority before it is returned. A master that drew
+// it itself has it; only the others are raised. Masters 3 and 4 refuse here (another holder),
+// so the grant's majority is masters 0-2, whose counters stand 50 apart: the token is master
+// 2's, and masters 0 and 1 are raised to it before the grant returns. Then, with every counter
+// level, each master draws the same token and the grant writes nothing back.
+TEST_F(RedLock, OnlyTheMastersThatDrewALowerTokenAreRaisedToTheGrantsToken) {
+  client c(options());
+  wait_connected_to_all(c);
+  const std::string counter = "redisson_lock_token:{" + key("t") + "}";
+  // Above the clock era (docs/safety.md), so that no master restarts its counter from its clock.
+  constexpr std::int64_t base = 4'000'000'000'000'000;
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    m({"SET", counter,
+       std::to_string(base + 50 * static_cast<std::int64_t>(std::min<std::size_t>(i, 2)))});
+    if (i >= 3) m({"SET", key("t"), "another-holder", "PX", "60000"});
+  }
+  const auto raised_before = c.stats().redlock_fence_raises;
+  auto mixed = c.simple(key("t")).try_acquire({.lease_time = 10s});
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(mixed.fence(), static_cast<std::uint64_t>(base + 101));
+  EXPECT_EQ(c.stats().redlock_fence_raises - raised_before, 2u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(raw_redis(master(i).port())({"GET", counter}).str(), std::to_string(base + 101))
+        << "master " << i << " does not stand at the token the grant returned";
+  }
+  ASSERT_TRUE(mixed.release());
+
+  const auto level = base + 1000;
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    m({"SET", counter, std::to_string(level)});
+    m({"DEL", key("t")});
+  }
+  const auto raised_between = c.stats().redlock_fence_raises;
+  auto even = c.simple(key("t")).try_acquire({.lease_time = 10s});
+  ASSERT_TRUE(even);
+  EXPECT_EQ(even.fence(), static_cast<std::uint64_t>(level + 1));
+  EXPECT_EQ(c.stats().redlock_fence_raises, raised_between);
+  int at_token = 0;
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    const auto v = raw_redis(master(i).port())({"GET", counter});
+    if (!v.is_nil() && v.str() == std::to_string(level + 1)) ++at_token;
+  }
+  EXPECT_GE(at_token, 3);
+  EXPECT_TRUE(even.release());
 }
 
 TEST_F(RedLock, TheSingleServerApiWorksUnchanged) {

@@ -129,6 +129,25 @@ TEST(SentinelUrl, RejectsWhatIsMissing) {
   }
 }
 
+// Each master its own credentials; no busy polling between the masters' replies (client.hpp).
+TEST(RedLockOptions, KeepEachMastersOwnSettingsAndDoNotBusyPoll) {
+  const auto o = dlock::client_options::redlock_masters(
+      {"redis://a:1", "redis://u:pw@b:2/3", "unix:///tmp/m.sock"});
+  ASSERT_EQ(o.redlock.masters.size(), 3u);
+  EXPECT_EQ(o.redlock.masters[1].user, "u");
+  EXPECT_EQ(o.redlock.masters[1].password, "pw");
+  EXPECT_EQ(o.redlock.masters[1].database, 3);
+  EXPECT_EQ(o.redlock.masters[2].unix_path, "/tmp/m.sock");
+  EXPECT_EQ(o.busy_poll, std::chrono::microseconds(0));
+  EXPECT_EQ(dlock::client_options{}.busy_poll, std::chrono::microseconds(50));
+  try {
+    (void)dlock::client_options::redlock_masters({"redis://a:1", "redis://b:2"});
+    ADD_FAILURE() << "two masters accepted";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+}
+
 TEST(Handshake, ChecksTheRoleWhenAMasterIsRequired) {
   dlock::connection_options o;
   dlock::net::handshake h(o, true);

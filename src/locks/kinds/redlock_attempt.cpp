@@ -16,6 +16,7 @@ attempt_round::attempt_round(const redlock_protocol& kind, const lock_call& c, s
       round_(masters, started_, c.lease, kind.timing()),
       fence_round_(masters, started_, c.lease, kind.timing()),
       said_(masters, outcome_type::malformed),
+      drawn_(masters, 0),
       done_(std::move(done)) {}
 
 void attempt_round::start() {
@@ -29,6 +30,7 @@ void attempt_round::start() {
 
 void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) {
   std::vector<outcome_type> said;
+  std::vector<std::int64_t> drawn;
   std::int64_t fence = 0;
   verdict decided;
   {
@@ -45,6 +47,7 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
       v = vote::yes;
       value = static_cast<std::int64_t>(out.fence);
       said_[i] = out.what;
+      drawn_[i] = value;
     } else {
       error_.note(errc::unexpected_reply, r);
     }
@@ -58,16 +61,18 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
     }
     if (decided == verdict::pending) return;
     said = said_;
+    drawn = drawn_;
     fence = round_.max_yes_value();
     if (decided == verdict::lost) {
       miss(round_, error_);
       return;
     }
   }
-  on_won(std::move(said), fence);
+  on_won(std::move(said), drawn, fence);
 }
 
-void attempt_round::on_won(std::vector<outcome_type> said, std::int64_t fence) {
+void attempt_round::on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,
+                           std::int64_t fence) {
   if (is_reentry(said)) {
     // The owner's hold goes on: its fence was written back when it was first granted.
     finish({}, reply::array({reply::integer(2), reply::integer(fence)}));
@@ -82,35 +87,59 @@ void attempt_round::on_won(std::vector<outcome_type> said, std::int64_t fence) {
       kind_.base().release(call_.at(nodes[i], cleanup_at_), [](std::error_code, reply) {});
     }
   }
-  raise_fence(said, fence);
+  raise_fence(said, drawn, fence);
 }
 
-// Before the grant is reported, the largest token its majority drew is written back to a
-// majority of the masters it holds: any later majority shares one of them, whose counter then
-// already stands at this token, so the later grant's token is larger (docs/redlock.md).
-void attempt_round::raise_fence(const std::vector<outcome_type>& said, std::int64_t fence) {
+// Before the grant is reported, the largest token its majority drew must stand on a majority of
+// the masters it holds: any later majority shares one of them, whose counter then already
+// stands at this token, so the later grant's token is larger (docs/redlock.md). A master that
+// drew the token itself in this grant has it already (the counter only grows); the others are
+// raised to it. When the masters' counters are level, as they are once a name's grants have
+// been written back, every master draws the same token and the grant needs no write-back: one
+// round trip instead of two.
+void attempt_round::raise_fence(const std::vector<outcome_type>& said,
+                                const std::vector<std::int64_t>& drawn, std::int64_t fence) {
   const auto nodes = call_.topo.nodes_for(call_.names.name);
+  std::vector<std::size_t> to_raise;
+  verdict decided;
   {
     lock_guard lock(mutex_);
+    const auto now = net::clock::now();
     for (std::size_t i = 0; i < said.size(); ++i) {
       if (said[i] != outcome_type::granted && said[i] != outcome_type::reentered) {
         fence_round_.record(i, vote::no, 0, started_);  // not ours: cannot carry the token
       }
     }
+    for (std::size_t i = 0; i < said.size(); ++i) {
+      // A master that counted a re-entry kept an older hold of this owner's, not this grant's
+      // (on_won): it is raised whatever it read, as the argument in docs/redlock.md covers.
+      if (said[i] == outcome_type::granted && drawn[i] == fence) {
+        fence_round_.record(i, vote::yes, 0, now);
+      } else if (said[i] == outcome_type::granted || said[i] == outcome_type::reentered) {
+        to_raise.push_back(i);
+      }
+    }
+    decided = fence_round_.check(now);
+    if (decided == verdict::lost) {
+      miss(fence_round_, error_);
+      return;
+    }
   }
+  // Raised even when the grant stands already, so that the counters are level for the name's
+  // next grant; answers after the decision change nothing.
   const auto token = std::to_string(fence);
   const std::string_view keys[] = {call_.names.fence_key};
   const std::string_view args[] = {token};
   const auto deadline =
       std::min(cleanup_at_, net::clock::now() + kind_.timing().node_timeout(call_.lease));
   auto self = shared_from_this();
-  for (std::size_t i = 0; i < said.size(); ++i) {
-    if (said[i] != outcome_type::granted && said[i] != outcome_type::reentered) continue;
+  for (const auto i : to_raise) {
     kind_.counters().fence_raises.fetch_add(1, std::memory_order_relaxed);
     call_.topo.eval(
         nodes[i], kind_.fence_raise(), keys, args, deadline, durability::master,
         [self, i, fence](std::error_code ec, reply r) { self->on_fence_raised(i, ec, r, fence); });
   }
+  if (decided == verdict::won) finish({}, reply::array({reply::integer(1), reply::integer(fence)}));
 }
 
 void attempt_round::on_fence_raised(std::size_t i, std::error_code ec, const reply& r,

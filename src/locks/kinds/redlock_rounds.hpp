@@ -77,8 +77,10 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
 
  private:
   void on_reply(std::size_t i, std::error_code ec, const reply& r);
-  void on_won(std::vector<outcome_type> said, std::int64_t fence);
-  void raise_fence(const std::vector<outcome_type>& said, std::int64_t fence);
+  void on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,
+              std::int64_t fence);
+  void raise_fence(const std::vector<outcome_type>& said, const std::vector<std::int64_t>& drawn,
+                   std::int64_t fence);
   void on_fence_raised(std::size_t i, std::error_code ec, const reply& r, std::int64_t fence);
   void miss(const quorum_round& r, const round_error& e) DLOCK_REQUIRES(mutex_);
   void finish(std::error_code ec, reply r);
@@ -92,6 +94,7 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
   quorum_round round_ DLOCK_GUARDED_BY(mutex_);
   quorum_round fence_round_ DLOCK_GUARDED_BY(mutex_);
   std::vector<outcome_type> said_ DLOCK_GUARDED_BY(mutex_);
+  std::vector<std::int64_t> drawn_ DLOCK_GUARDED_BY(mutex_);  // each grant's counter reading
   round_error error_ DLOCK_GUARDED_BY(mutex_);
   net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
 };
