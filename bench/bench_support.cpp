@@ -435,4 +435,46 @@ timed_run run_async_chains(std::vector<simple_lock>& locks, int chains, double s
   return run;
 }
 
+std::string throughput_load::label() const {
+  return format("%3d %s", count, async ? "async chains" : "threads");
+}
+
+std::string throughput_load::row_suffix() const {
+  return (async ? "async=" : "threads=") + std::to_string(count);
+}
+
+std::vector<throughput_load> throughput_loads(const std::vector<int>& threads,
+                                              const std::vector<int>& async_chains) {
+  std::vector<throughput_load> out;
+  for (const int n : threads)
+    out.push_back({n, false});
+  for (const int n : async_chains)
+    out.push_back({n, true});
+  return out;
+}
+
+timed_run run_throughput_load(std::vector<simple_lock>& locks, const throughput_load& load,
+                              double seconds, const lease_options& lo, const char* what,
+                              const std::function<void()>& at_start,
+                              const std::function<void()>& at_end) {
+  if (load.count <= 0 || static_cast<std::size_t>(load.count) > locks.size()) {
+    throw std::invalid_argument("run_throughput_load: as many locks as threads or chains needed");
+  }
+  if (load.async) {
+    if (at_start) at_start();
+    auto run = run_async_chains(locks, load.count, seconds, lo);
+    if (at_end) at_end();
+    return run;
+  }
+  return run_timed(
+      load.count, seconds,
+      [&](int i) {
+        auto& lock = locks[static_cast<std::size_t>(i)];
+        auto l = load.try_acquire ? lock.try_acquire(lo) : lock.acquire(lo);
+        if (!l) throw std::runtime_error(std::string(what) + ": a private lock was not granted");
+        l.release_async();
+      },
+      at_start, at_end);
+}
+
 }  // namespace dlock::bench

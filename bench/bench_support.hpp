@@ -151,6 +151,33 @@ timed_run run_timed(int threads, double seconds, const std::function<void(int)>&
                     const std::function<void()>& at_start = {},
                     const std::function<void()>& at_end = {});
 
+/// What keeps the throughput scenarios' locks busy: `count` threads, each looping acquire() and
+/// then release_async() (sent without waiting, so it leaves with the thread's next attempt), or
+/// `count` chains of asynchronous calls (run_async_chains). Each thread or chain on its own lock.
+struct throughput_load {
+  int count = 0;
+  bool async = false;
+  bool try_acquire = false;  ///< threads call try_acquire() instead of acquire()
+  /// " 16 threads", " 64 async chains": for progress lines.
+  std::string label() const;
+  /// "threads=16", "async=64": the tail of a row's name.
+  std::string row_suffix() const;
+};
+
+/// The loads `threads` then `async_chains` name, in that order.
+std::vector<throughput_load> throughput_loads(const std::vector<int>& threads,
+                                              const std::vector<int>& async_chains);
+
+/// Runs `load` on locks[0 .. load.count) for `seconds` (`load.count` <= locks.size()): with
+/// threads, run_timed (at_start and at_end as there); with chains, run_async_chains, at_start
+/// just before it and at_end just after. A thread's acquisition that is not granted throws
+/// std::runtime_error naming `what`. A failed release is counted in
+/// client_stats::release_failures.
+timed_run run_throughput_load(std::vector<simple_lock>& locks, const throughput_load& load,
+                              double seconds, const lease_options& lo, const char* what,
+                              const std::function<void()>& at_start = {},
+                              const std::function<void()>& at_end = {});
+
 /// Keeps `chains` acquire -> release chains going from completion callbacks for `seconds`, chain
 /// i on locks[i] (`chains` <= locks.size()): lock+unlock pairs with no thread parked per lock.
 /// Each release is sent without waiting for its answer, pipelined with the chain's next attempt,

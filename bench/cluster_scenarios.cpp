@@ -135,39 +135,12 @@ struct side {
   node_deltas nodes;
 };
 
-// What keeps the locks busy in a slice: N threads, or N chains of asynchronous calls; each
-// thread or chain on its own lock.
-struct throughput_load {
-  int count = 0;
-  bool async = false;
-  std::string label() const { return format("%3d %s", count, async ? "async chains" : "threads"); }
-  std::string row_name() const {
-    return "cluster.throughput." + std::string(async ? "async=" : "threads=") +
-           std::to_string(count);
-  }
-};
-
 void measure_slice(const bench_settings& s, side& sd, const throughput_load& load, double slice,
                    const lease_options& lo) {
   node_counters before, after;
-  timed_run run;
-  if (load.async) {
-    before = master_counters(*sd.c);
-    run = run_async_chains(sd.locks, load.count, slice, lo);
-    after = master_counters(*sd.c);
-  } else {
-    run = run_timed(
-        load.count, slice,
-        [&](int i) {
-          auto l = sd.locks[static_cast<std::size_t>(i)].acquire(lo);
-          if (!l) throw std::runtime_error("cluster throughput: a private key was not granted");
-          // Not waiting for the release's answer, as in the standalone throughput scenario: it
-          // leaves with this thread's next attempt when both go to the same master. A failed
-          // release is counted in client_stats::release_failures.
-          l.release_async();
-        },
-        [&] { before = master_counters(*sd.c); }, [&] { after = master_counters(*sd.c); });
-  }
+  const auto run = run_throughput_load(
+      sd.locks, load, slice, lo, "cluster throughput", [&] { before = master_counters(*sd.c); },
+      [&] { after = master_counters(*sd.c); });
   sd.rates.push_back(run.rate());
   sd.steps += run.steps;
   accumulate(sd.nodes, before, after);
@@ -181,11 +154,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
                                                     const cluster_throughput_options& o) {
   check(ts);
   const auto& s = ts.standalone;
-  std::vector<throughput_load> loads;
-  for (const int n : o.threads)
-    loads.push_back({n, false});
-  for (const int n : o.async_chains)
-    loads.push_back({n, true});
+  const auto loads = throughput_loads(o.threads, o.async_chains);
   if (loads.empty()) return {};
   side standalone, cluster;
   standalone.name = "standalone";
@@ -257,7 +226,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     const double ref = median(standalone.rates);
     const auto c_total = total(cluster.nodes);
     const auto s_total = total(standalone.nodes);
-    const std::string name = load.row_name();
+    const std::string name = "cluster.throughput." + load.row_suffix();
 
     scenario_result pairs{name, "pairs/s", ours, ref, standalone_name, ratio_of(ours, ref), "", {}};
     add_extra(pairs, load.async ? "async_chains" : "threads", static_cast<double>(threads));

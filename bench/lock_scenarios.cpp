@@ -493,17 +493,8 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
     const auto run_ours = [&] {
       std::map<std::string, std::uint64_t> before, after;
       client_counters cb{}, ca{};
-      const auto run = run_timed(
-          threads, slice,
-          [&](int i) {
-            auto& lock = locks[static_cast<std::size_t>(i)];
-            auto l = o.try_acquire ? lock.try_acquire(lo) : lock.acquire(lo);
-            if (!l) throw std::runtime_error("throughput: a lock on a private key was not granted");
-            // Not waiting for the release's answer: it leaves ahead of, and is pipelined with,
-            // this thread's next attempt. A failed release is counted in
-            // client_stats::release_failures.
-            l.release_async();
-          },
+      const auto run = run_throughput_load(
+          locks, {threads, false, o.try_acquire}, slice, lo, "throughput",
           [&] {
             before = command_calls(control);
             cb = c.redis().counters();

@@ -178,19 +178,13 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
     ceiling.emplace(script_ceiling::redlock(st.redis_benchmark, masters, o.lease));
   }
   double ceiling_estimate = 0;  // requests/s per master; 0: redis-benchmark's smallest run
-  // Threads first, then chains of asynchronous calls; each thread or chain on its own lock.
-  std::vector<std::pair<int, bool>> loads;  // {count, async}
-  for (const int n : o.threads)
-    loads.emplace_back(n, false);
-  for (const int n : o.async_chains)
-    loads.emplace_back(n, true);
-  for (const auto& [count, async] : loads) {
-    const std::string label = format("%3d %s", count, async ? "async chains" : "threads");
+  for (const auto& load : throughput_loads(o.threads, o.async_chains)) {
+    const std::string label = load.label();
     std::array<std::unique_ptr<client>, 2> clients;
     std::array<std::vector<simple_lock>, 2> locks;
     for (std::size_t k = 0; k < 2; ++k) {
       clients[k] = std::make_unique<client>(sides[k].options);
-      for (int i = 0; i < count; ++i)
+      for (int i = 0; i < load.count; ++i)
         locks[k].push_back(clients[k]->simple("dlock-bench:rl:tp:" + std::to_string(i)));
     }
     std::vector<std::vector<script_rates>> ceiling_runs;  // per slice, per master
@@ -206,30 +200,20 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
     const auto medians = interleaved(
         rounds, sides,
         [&](side& sd) {
-          auto& mine = locks[&sd == &sides[0] ? 0 : 1];
-          const auto run = async ? run_async_chains(mine, count, slice, lo)
-                                 : run_timed(count, slice, [&](int i) {
-                                     auto l = mine[static_cast<std::size_t>(i)].acquire(lo);
-                                     if (!l)
-                                       throw std::runtime_error("redlock throughput: not granted");
-                                     // Not waiting for the release's answers, as in the standalone
-                                     // throughput scenario; a failed release is counted in
-                                     // client_stats::release_failures.
-                                     l.release_async();
-                                   });
+          const auto run = run_throughput_load(locks[&sd == &sides[0] ? 0 : 1], load, slice, lo,
+                                               "redlock throughput");
           say(format("redlock throughput %s %-10s %8.0f pairs/s", label.c_str(), sd.name.c_str(),
                      run.rate()));
           return run.rate();
         },
         measure_ceiling);
-    const std::string name =
-        "redlock.throughput." + std::string(async ? "async=" : "threads=") + std::to_string(count);
+    const std::string name = "redlock.throughput." + load.row_suffix();
     auto r = row(name, "pairs/s", medians, s.masters.size(), rounds);
-    r.extra.push_back({"note", std::string(async ? "one client, N chains of acquire_async + "
-                                                   "release_async from completion callbacks, "
-                                                   "distinct keys"
-                                                 : "one client, N threads (acquire + "
-                                                   "release_async), distinct keys")});
+    r.extra.push_back({"note", std::string(load.async ? "one client, N chains of acquire_async + "
+                                                        "release_async from completion callbacks, "
+                                                        "distinct keys"
+                                                      : "one client, N threads (acquire + "
+                                                        "release_async), distinct keys")});
     results.push_back(std::move(r));
     if (ceiling) results.push_back(ceiling_row(name, medians.first, ceiling_runs, *ceiling, s, o));
   }

@@ -74,7 +74,7 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
 void attempt_round::on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,
                            std::int64_t fence) {
   if (is_reentry(said)) {
-    // The owner's hold goes on: its fence was written back when it was first granted.
+    // The owner's hold goes on: its fence stood on a majority when it was first granted.
     finish({}, reply::array({reply::integer(2), reply::integer(fence)}));
     return;
   }
