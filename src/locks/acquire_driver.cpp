@@ -18,9 +18,9 @@ acquire_handle lock_core::acquire(acquire_request r) {
   const auto now = steady::now();
   // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
   // waiters that are waiting for this very owner.
-  const bool reentry =
+  o->reentry =
       o->req.kind->reentrant() && grants_.find_live(*o->req.kind, o->req.names->name, o->req.owner);
-  o->may_queue = !o->req.limits.single_attempt && !reentry;
+  o->may_queue = !o->req.limits.single_attempt && !o->reentry;
   // The first attempt leaves from this thread when it can overtake no one here (no local
   // waiter or attempt on this name, no yield in force): a free lock then costs one round trip
   // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread.
@@ -74,7 +74,7 @@ void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point 
   const auto sent_at = steady::now();
   o->req.kind->attempt(
       {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
-       options_.fair_waiter_lease, o->req.permits, o->may_queue},
+       options_.fair_waiter_lease, o->req.permits, o->may_queue, o->reentry},
       [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
 }
 

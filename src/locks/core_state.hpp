@@ -25,6 +25,7 @@ struct lock_core::op : cancellable {
   std::uint64_t timer_epoch = 0;
   node_id node = 0;
   bool may_queue = true;      // false: a single attempt, or a re-entry
+  bool reentry = false;       // the owner held this lock here when the acquisition began
   bool direct_claim = false;  // its first attempt went out directly (see claim_direct)
   bool queued = false;
   bool attempting = false;

@@ -58,6 +58,24 @@ struct data_store {
   }
 };
 
+// On stderr (ctest shows it when a test fails): what the client met on the way, for a failure
+// that depends on timing (timeouts, lost connections, late answers) to be read afterwards.
+void report_counters(const dlock::client& c) {
+  const auto s = c.stats();
+  std::string line =
+      "counters: grants " + std::to_string(s.grants) + ", attempts " + std::to_string(s.attempts) +
+      ", release failures " + std::to_string(s.release_failures) + ", born dead " +
+      std::to_string(s.grants_born_dead) + ", redlock misses " + std::to_string(s.redlock_misses) +
+      ", late answers " + std::to_string(s.redlock_late_answers);
+  const auto masters = c.masters();
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    const auto n = masters[i]->counters();
+    line += "; master " + std::to_string(i) + ": timeouts " + std::to_string(n.timeouts) +
+            ", losses " + std::to_string(n.connection_losses);
+  }
+  std::cerr << line << std::endl;
+}
+
 int count(const dlock::client& c, const std::string& kind, const std::string& name,
           const std::string& counter, int n, data_store data) {
   for (int i = 0; i < n; ++i) {
@@ -72,6 +90,7 @@ int count(const dlock::client& c, const std::string& kind, const std::string& na
       return 1;
     }
   }
+  report_counters(c);
   say("done");
   return 0;
 }

@@ -61,6 +61,10 @@ struct lock_call {
   std::int64_t permits = 1;
   /// False for a single attempt: it takes no place in a queue.
   bool may_queue = true;
+  /// The owner holds this lock through this client already: the attempt is a re-entry. The
+  /// masters' own "re-entered" answers are trusted only then (RedLock): without a hold here,
+  /// such an answer is a stale count left by an attempt whose release never reached that master.
+  bool holds_already = false;
 };
 
 /// One hold in a renewal batch.

@@ -10,6 +10,7 @@ attempt_round::attempt_round(const redlock_protocol& kind, const lock_call& c, s
                              net::reply_callback done)
     : kind_(kind),
       call_{c.topo, c.names, c.owner, c.lease},
+      holds_already_(c.holds_already),
       started_(net::clock::now()),
       node_deadline_(std::min(c.deadline, started_ + kind.timing().node_timeout(c.lease))),
       cleanup_at_(cleanup_deadline(c.deadline)),
@@ -73,14 +74,14 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
 
 void attempt_round::on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,
                            std::int64_t fence) {
-  if (is_reentry(said)) {
+  if (is_reentry(holds_already_, said)) {
     // The owner's hold goes on: its fence stood on a majority when it was first granted.
     finish({}, reply::array({reply::integer(2), reply::integer(fence)}));
     return;
   }
-  // A fresh grant that some master counted as a re-entry: that master still had a hold of this
-  // owner's from an earlier attempt it answered too late. Take the extra count back, so that
-  // the release leaves nothing behind there.
+  // A fresh grant that some master counted as a re-entry: that master kept a stale hold of this
+  // owner's (is_reentry). Take the extra count back, so that the hold there is this grant's
+  // alone and the release leaves nothing behind.
   const auto nodes = call_.topo.nodes_for(call_.names.name);
   for (std::size_t i = 0; i < said.size(); ++i) {
     if (said[i] == outcome_type::reentered) {
@@ -207,7 +208,7 @@ void attempt_round::miss(const quorum_round& r, const round_error& e) {
   };
   auto report = std::make_shared<pending_report>(
       pending_report{call_.topo.io(), std::move(done_), ec, std::move(out)});
-  const bool reentry = is_reentry(said_);
+  const bool reentry = is_reentry(holds_already_, said_);
   const auto nodes = call_.topo.nodes_for(call_.names.name);
   // A master that did not answer in time may still have run the attempt: its release is waited
   // for too, but only for another node timeout (a master that is down answers at once).

@@ -59,13 +59,17 @@ inline net::clock::time_point cleanup_deadline(net::clock::time_point at_least) 
 
 class redlock_protocol;
 
-// Whether the masters' answers say this attempt re-entered a hold its owner has: most of those
-// that granted it counted a re-entry. (A master can also hold a stale hold of the same owner,
-// from an earlier attempt it answered after the decision; that one alone is not a re-entry.)
-inline bool is_reentry(const std::vector<outcome_type>& said) {
+// Whether this attempt re-entered a hold its owner has: the owner holds the lock through this
+// client (the caller's own knowledge), and most of the masters that granted the attempt counted
+// a re-entry. The masters' answers alone are not enough: a master can keep a stale hold of the
+// same owner, from an attempt it ran after its client had given up on it (the connection was
+// lost with the attempt on the wire, so the release after it could not follow it there). Taken
+// for a re-entry, such a hold would be handed out without its fence written back, and would
+// outlive the release (which only counts it down).
+inline bool is_reentry(bool holds_already, const std::vector<outcome_type>& said) {
   const auto reentered = std::count(said.begin(), said.end(), outcome_type::reentered);
   const auto granted = std::count(said.begin(), said.end(), outcome_type::granted);
-  return reentered > 0 && reentered >= granted;
+  return holds_already && reentered > 0 && reentered >= granted;
 }
 
 // One acquisition attempt over every master.
@@ -87,6 +91,7 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
 
   const redlock_protocol& kind_;
   const call_copy call_;
+  const bool holds_already_;  // lock_call::holds_already
   const net::clock::time_point started_;
   const net::clock::time_point node_deadline_;
   const net::clock::time_point cleanup_at_;
@@ -226,8 +231,7 @@ class redlock_protocol final : public lock_kind {
           if (held >= needed) {
             out = reply::integer(largest);
             // Most masters ended the hold, some still count one of this owner's: a stale count
-            // from an attempt a master answered after its round was decided. The majority
-            // decides; those masters let it go too.
+            // (is_reentry). The majority decides; those masters let it go too.
             if (is_release && freed > kept) {
               const auto nodes_now = st->call.topo.nodes_for(st->call.names.name);
               for (std::size_t k = 0; k < st->counts.size(); ++k) {
