@@ -143,7 +143,8 @@ lock_core::~lock_core() {
   // A lease let go just before its client (a destructor's release is not waited for) still
   // reaches the server, unless the server does not answer within a command's timeout.
   if (!io().in_io_thread()) {
-    drain_releases(detail::saturating_add(steady::now(), options_.connection.command_timeout));
+    releases_->wait_until(
+        detail::saturating_add(steady::now(), options_.connection.command_timeout));
   }
   io().run([&] {
     // Everything still in flight ends now, while the core is whole: replies to attempts and

@@ -40,6 +40,7 @@
 #include "locks/guarded_calls.hpp"
 #include "locks/kinds/redlock.hpp"
 #include "locks/name_activity.hpp"
+#include "locks/release_drain.hpp"
 #include "locks/waiter_queue.hpp"
 #include "net/io_thread.hpp"
 #include "topology/topology.hpp"
@@ -180,9 +181,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                     std::function<void(call_result<bool>)>& done);
   /// The same, waiting for the outcome; throws its errors.
   bool extend(lease_state& hold, std::chrono::milliseconds lease_time);
-  /// Waits, until `until` at the latest, for every release sent without waiting (a lease's
-  /// destructor, release_async) to be answered. Not on the I/O thread, which answers them.
-  void drain_releases(steady::time_point until) noexcept;
   /// Runs one script call on the node that serves `key`; `done` gets the reply on the I/O thread.
   void call_async(const script& s, std::string_view key, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, net::reply_callback done);
@@ -269,7 +267,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   // release.cpp
   queue::release_note before_release(const std::string& channel);
   void attempt_behind_release(const std::string& channel, const lock_kind& kind);
-  void release_answered() noexcept;
   void after_release(const std::string& channel, queue::release_note note, const reply& r,
                      steady::duration round_trip);
 
@@ -291,11 +288,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   // construction, so read without a lock).
   std::map<const lock_kind*, std::unique_ptr<lock_kind>> redlock_kinds_;
   name_activity activity_;  // keyed by unlock channel, as the queues are
-  // Releases sent and not yet answered, and the wait of a closing client for them (release.cpp).
-  std::atomic<int> releases_in_flight_{0};
-  std::atomic<bool> draining_{false};
-  std::mutex drain_mutex_;
-  std::condition_variable drained_;
+  // Releases sent and not yet answered everywhere they went (a lease's destructor and
+  // release_async do not wait for them), which a closing client waits for.
+  const std::shared_ptr<release_drain> releases_ = std::make_shared<release_drain>();
 
   mutex ops_mutex_;
   using op_set = std::unordered_set<std::shared_ptr<op>>;

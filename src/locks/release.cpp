@@ -50,17 +50,20 @@ void lock_core::release_async(lease_state& hold,
     // our own unlock message is recognised.
     const bool note_first = g->kind.release_echoes() && activity_.has_local(g->names->channel);
     const auto lease_time = grants_.lease_time(*g);
-    // Counted from here until its reply: a closing client waits for it (drain_releases), so a
-    // lease let go just before its client is not left to expire on the server.
-    releases_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    // Counted from here until every server it went to has answered: a closing client waits for
+    // it (release_drain), so a lease let go just before its client is not left to expire on the
+    // server. Usually that is its reply; RedLock reports a release once a majority confirmed it,
+    // and the slower masters' answers come after.
+    auto settled = release_drain::track(releases_);
     // `self` is not an owner, for the reason given at lock_core::op.
     const bool frees = removed.last;
-    auto send = [self = this, g, lease_time, done = std::move(done), note_first, frees]() mutable {
+    auto send = [self = this, g, lease_time, done = std::move(done), note_first, frees,
+                 settled = std::move(settled)]() mutable {
       const auto note =
           note_first ? self->before_release(g->names->channel) : queue::release_note{};
       const auto sent_at = steady::now();
-      auto on_reply = [self, g, done = std::move(done), note, sent_at](std::error_code ec,
-                                                                       reply r) {
+      auto on_reply = [self, g, done = std::move(done), note, sent_at, settled = settled](
+                          std::error_code ec, reply r) mutable {
         self->after_release(g->names->channel, note, ec ? reply() : r, steady::now() - sent_at);
         // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
         const auto outcome = ec               ? release_outcome::unconfirmed
@@ -75,10 +78,11 @@ void lock_core::release_async(lease_state& hold,
           } catch (...) {
           }
         }
-        self->release_answered();
+        settled.reset();
       };
-      g->kind.release(self->call_for(*g->names, g->owner, lease_time, g->permits),
-                      std::move(on_reply));
+      auto call = self->call_for(*g->names, g->owner, lease_time, g->permits);
+      call.settled = std::move(settled);
+      g->kind.release(call, std::move(on_reply));
       if (note.tracked && frees) self->attempt_behind_release(g->names->channel, g->kind);
     };
     if (note_first && !io().in_io_thread()) {
@@ -97,19 +101,6 @@ void lock_core::release_async(lease_state& hold,
     counters.release_failures.fetch_add(1, std::memory_order_relaxed);
     report(release_outcome::unconfirmed);
   }
-}
-
-void lock_core::release_answered() noexcept {
-  if (releases_in_flight_.fetch_sub(1) == 1 && draining_.load()) {
-    std::lock_guard lock(drain_mutex_);
-    drained_.notify_all();
-  }
-}
-
-void lock_core::drain_releases(steady::time_point until) noexcept {
-  draining_.store(true);
-  std::unique_lock lock(drain_mutex_);
-  drained_.wait_until(lock, until, [this] { return releases_in_flight_.load() == 0; });
 }
 
 void lock_core::extend_async(const std::shared_ptr<grant>& g, milliseconds lease_time,

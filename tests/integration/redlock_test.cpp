@@ -458,6 +458,31 @@ TEST_F(RedLock, AStalledMasterHoldsAnAttemptUpOnlyUntilTheNodeTimeout) {
   EXPECT_GE(c.stats().redlock_misses, 1u);
 }
 
+// A simple lock's release is reported once a majority has confirmed it, as node-redlock's is:
+// two stalled masters do not hold unlock() up for the node timeout. Their answers are still
+// waited for, by the client's teardown: when they come back the release reaches them, and the
+// lock is left on no master.
+TEST_F(RedLock, ASimpleReleaseReturnsOnAMajorityAndStillReachesTheStalledMasters) {
+  {
+    client c(options());
+    wait_connected_to_all(c);
+    auto l = c.simple(key("lock")).acquire({.lease_time = 60s});  // node timeout 3 s
+    wait_on_every_master(key("lock"));
+    master(3).pause();
+    master(4).pause();
+    const auto started = steady::now();
+    EXPECT_TRUE(l.release());
+    EXPECT_LT(steady::now() - started, 2s) << "the release waited for the stalled masters";
+    for (std::size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(raw_redis(master(i).port())({"EXISTS", key("lock")}).integer(), 0) << i;
+    master(3).resume();
+    master(4).resume();
+    EXPECT_EQ(c.stats().release_failures, 0u);
+  }  // the client's teardown waits for masters 3 and 4 to answer
+  for (std::size_t i = 0; i < kMasters; ++i)
+    EXPECT_EQ(raw_redis(master(i).port())({"EXISTS", key("lock")}).integer(), 0) << i;
+}
+
 // A client that has just started returns once a majority is connected; a master still on its
 // first connection attempt is not known to be down, so it gets the attempt (queued until its
 // handshake ends) instead of counting as a refusal at once, and the lock lands there too.

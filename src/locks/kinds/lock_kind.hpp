@@ -65,6 +65,10 @@ struct lock_call {
   /// masters' own "re-entered" answers are trusted only then (RedLock): without a hold here,
   /// such an answer is a stale count left by an attempt whose release never reached that master.
   bool holds_already = false;
+  /// Releases: let go once every node the call went to has answered, which may be after the
+  /// call's callback ran (RedLock reports a release once a majority has confirmed it). A closing
+  /// client waits for it (lock_core::drain_releases).
+  std::shared_ptr<void> settled = nullptr;
 };
 
 /// One hold in a renewal batch.

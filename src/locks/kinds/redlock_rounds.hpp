@@ -174,20 +174,29 @@ class redlock_protocol final : public lock_kind {
   // A release or a drop on every master: confirmed (the largest count any master returned) when
   // a majority answered with an integer, or (a release) when it freed the lock on some and a
   // majority answered either that or nil; "not held" (nil) when a majority answered nil,
-  // unconfirmed (the first error) otherwise. It waits for every master, each bounded by the
-  // node timeout (a master that is down answers at once): a process that exits right after
-  // unlock() must not leave its lock on the slower masters until the lease runs out.
+  // unconfirmed (the first error) otherwise. Each master is bounded by the node timeout (one
+  // that is down answers at once).
+  //
+  // A release of a kind that cannot count a hold twice is reported as soon as a majority has
+  // confirmed it, as node-redlock does; the slower masters' answers come after, and the call's
+  // `settled` guard, which a closing client waits for, is let go only then: a process that
+  // exits right after unlock() does not leave its lock on them until the lease runs out. A
+  // reentrant release waits for every master, since the answers of all of them tell whether
+  // some master keeps a stale count to drop before the owner's next attempt can meet it.
   void on_every_master(const lock_call& c,
                        void (lock_kind::*op)(const lock_call&, net::reply_callback) const,
                        net::reply_callback done) const {
     struct state {
-      explicit state(const lock_call& c) : call{c.topo, c.names, c.owner, c.lease} {}
+      explicit state(const lock_call& c)
+          : call{c.topo, c.names, c.owner, c.lease}, settled(c.settled) {}
       const call_copy call;
+      const std::shared_ptr<void> settled;  // let go with the last master's answer
       mutex m;
       std::vector<std::optional<std::int64_t>> counts DLOCK_GUARDED_BY(m);  // integer answers
       std::size_t answered DLOCK_GUARDED_BY(m) = 0, not_held DLOCK_GUARDED_BY(m) = 0;
       round_error error DLOCK_GUARDED_BY(m);
       net::reply_callback done DLOCK_GUARDED_BY(m);
+      bool reported DLOCK_GUARDED_BY(m) = false;
     };
     const auto nodes = c.topo.nodes_for(c.names.name);
     const auto masters = nodes.size();
@@ -202,9 +211,10 @@ class redlock_protocol final : public lock_kind {
       deadline = std::min(deadline, net::clock::now() + timing_.node_timeout(c.lease));
     }
     const bool is_release = op == &lock_kind::release;
+    const bool early = is_release && !base_.reentrant();
     for (std::size_t i = 0; i < masters; ++i) {
       const auto call = st->call.at(nodes[i], deadline);
-      (base_.*op)(call, [this, st, i, is_release, deadline](std::error_code ec, reply r) {
+      (base_.*op)(call, [this, st, i, is_release, early, deadline](std::error_code ec, reply r) {
         std::error_code out_ec;
         reply out;
         std::vector<node_id> stale;
@@ -218,7 +228,8 @@ class redlock_protocol final : public lock_kind {
           } else {
             ++st->not_held;
           }
-          if (++st->answered < st->counts.size()) return;
+          const bool all = ++st->answered == st->counts.size();
+          if (st->reported) return;  // early, by a majority
           const auto needed = majority_of(st->counts.size());
           std::size_t held = 0, freed = 0, kept = 0;
           std::int64_t largest = 0;
@@ -228,6 +239,7 @@ class redlock_protocol final : public lock_kind {
             largest = std::max(largest, *n);
             (*n >= 1 ? freed : kept) += 1;
           }
+          if (!all && !(early && held >= needed)) return;
           if (held >= needed) {
             out = reply::integer(largest);
             // Most masters ended the hold, some still count one of this owner's: a stale count
@@ -249,6 +261,7 @@ class redlock_protocol final : public lock_kind {
             out_ec = st->error.ec ? st->error.ec : std::error_code(errc::connection_lost);
             out = st->error.server_reply;
           }
+          st->reported = true;
           report = std::move(st->done);
         }
         if (stale.empty()) {
