@@ -443,6 +443,16 @@ std::string throughput_load::row_suffix() const {
   return (async ? "async=" : "threads=") + std::to_string(count);
 }
 
+const char* throughput_load::count_field() const {
+  return async ? "async_chains" : "threads";
+}
+
+const char* throughput_load::how() const {
+  return async ? "one client, N chains of acquire_async + release_async from completion "
+                 "callbacks, distinct keys"
+               : "one client, N threads (acquire + release_async), distinct keys";
+}
+
 std::vector<throughput_load> throughput_loads(const std::vector<int>& threads,
                                               const std::vector<int>& async_chains) {
   std::vector<throughput_load> out;

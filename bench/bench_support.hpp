@@ -162,6 +162,10 @@ struct throughput_load {
   std::string label() const;
   /// "threads=16", "async=64": the tail of a row's name.
   std::string row_suffix() const;
+  /// "threads" or "async_chains": the extra field that carries `count`.
+  const char* count_field() const;
+  /// What the load does, for a row's note: one client, its threads or chains, distinct keys.
+  const char* how() const;
 };
 
 /// The loads `threads` then `async_chains` name, in that order.

@@ -229,7 +229,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     const std::string name = "cluster.throughput." + load.row_suffix();
 
     scenario_result pairs{name, "pairs/s", ours, ref, standalone_name, ratio_of(ours, ref), "", {}};
-    add_extra(pairs, load.async ? "async_chains" : "threads", static_cast<double>(threads));
+    add_extra(pairs, load.count_field(), static_cast<double>(threads));
     add_extra(pairs, "cluster_masters", static_cast<double>(masters));
     add_extra(pairs, "slices_per_topology", static_cast<double>(rounds));
     add_extra(pairs, "cluster_commands_per_pair", ratio_of(c_total.commands, cluster.steps));
@@ -242,10 +242,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
         pairs, "cluster_slot_map_refreshes",
         static_cast<double>(stats_after.slot_map_refreshes - stats_before.slot_map_refreshes));
     add_extra(pairs, "note",
-              load.async ? "median of interleaved slices per topology; one client, N chains of "
-                           "acquire_async + release_async from completion callbacks, distinct keys"
-                         : "median of interleaved slices per topology; one client, N threads "
-                           "(acquire + release_async), distinct keys");
+              std::string("median of interleaved slices per topology; ") + load.how());
     results.push_back(std::move(pairs));
 
     if (ceiling) {
@@ -259,7 +256,7 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
       const double top = median(pair_rates);
       scenario_result vs_ceiling{name,         "pairs/s",           ours, top,
                                  ceiling_name, ratio_of(ours, top), "",   {}};
-      add_extra(vs_ceiling, load.async ? "async_chains" : "threads", static_cast<double>(threads));
+      add_extra(vs_ceiling, load.count_field(), static_cast<double>(threads));
       add_extra(vs_ceiling, "cluster_masters", static_cast<double>(masters));
       add_extra(vs_ceiling, "rb_acquire_rps", median(acquire));
       add_extra(vs_ceiling, "rb_release_rps", median(release));

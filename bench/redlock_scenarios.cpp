@@ -209,11 +209,7 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
         measure_ceiling);
     const std::string name = "redlock.throughput." + load.row_suffix();
     auto r = row(name, "pairs/s", medians, s.masters.size(), rounds);
-    r.extra.push_back({"note", std::string(load.async ? "one client, N chains of acquire_async + "
-                                                        "release_async from completion callbacks, "
-                                                        "distinct keys"
-                                                      : "one client, N threads (acquire + "
-                                                        "release_async), distinct keys")});
+    r.extra.push_back({"note", std::string(load.how())});
     results.push_back(std::move(r));
     if (ceiling) results.push_back(ceiling_row(name, medians.first, ceiling_runs, *ceiling, s, o));
   }
