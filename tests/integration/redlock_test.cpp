@@ -321,6 +321,50 @@ TEST_F(RedLock, AStaleHoldOfTheSameOwnerIsNeitherTakenForAReEntryNorLeftBehind) 
     EXPECT_FALSE(ours_left(i)) << "master " << i;
 }
 
+// Where such stale holds come from, end to end: two masters stall with an attempt on the wire,
+// the client drops their silent connections, and the release that follows cannot reach them.
+// When they resume they run the attempt: a hold of ours that nobody will release. The owner's
+// next grant, won with one master while two others are held elsewhere, must not take those
+// holds for a re-entry: they end with its release.
+TEST_F(RedLock, HoldsLeftByAttemptsOnDroppedConnectionsEndWithTheOwnersNextGrant) {
+  auto o = options();
+  for (const std::size_t i : {3, 4})  // their silent connections are dropped after a node timeout
+    o.redlock.masters[i].command_timeout = 300ms;
+  client c(o);
+  wait_connected_to_all(c);
+  const auto name = key("dropped");
+  master(3).pause();
+  master(4).pause();
+  auto first = c.reentrant(name).try_acquire({.lease_time = 20s});  // node timeout 1 s
+  ASSERT_TRUE(first);
+  const auto owner = c.reentrant(name).holder()->owner;
+  const auto masters = c.masters();
+  wait_until([&] {
+    return masters[3]->counters().connection_losses >= 1 &&
+           masters[4]->counters().connection_losses >= 1;
+  });
+  EXPECT_TRUE(first.release());  // on masters 0-2; 3 and 4 are down: not sent there
+  master(3).resume();
+  master(4).resume();
+  for (const std::size_t i : {3, 4}) {
+    raw_redis m(master(i).port());
+    wait_until([&] { return !m({"HGET", name, owner}).is_nil(); });  // the attempt ran late
+  }
+  for (const std::size_t i : {1, 2}) {
+    raw_redis m(master(i).port());
+    m({"HSET", name, "another-client:1", "1"});
+    m({"PEXPIRE", name, "60000"});
+  }
+  wait_connected_to_all(c);
+  auto next = c.reentrant(name).try_acquire({.lease_time = 20s});
+  ASSERT_TRUE(next);  // master 0 and the two stale holds: a majority, a fresh grant
+  ASSERT_TRUE(next.release());
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    EXPECT_TRUE(raw_redis(master(i).port())({"HGET", name, owner}).is_nil())
+        << "master " << i << " kept a hold of ours";
+  }
+}
+
 TEST_F(RedLock, TheSingleServerApiWorksUnchanged) {
   client c(options());
   // Lockable: std::scoped_lock over two RedLock locks and a std::mutex.

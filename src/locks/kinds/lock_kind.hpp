@@ -67,7 +67,7 @@ struct lock_call {
   bool holds_already = false;
   /// Releases: let go once every node the call went to has answered, which may be after the
   /// call's callback ran (RedLock reports a release once a majority has confirmed it). A closing
-  /// client waits for it (lock_core::drain_releases).
+  /// client waits for it (release_drain).
   std::shared_ptr<void> settled = nullptr;
 };
 

@@ -1,5 +1,7 @@
 // RedLock's acquisition round: one attempt on every master at once, decided by quorum_round;
 // the fence write-back after a win, the releases after a miss.
+#include <utility>
+
 #include "locks/kinds/redlock_rounds.hpp"
 
 namespace dlock::detail::redlock_rounds {
@@ -20,6 +22,11 @@ attempt_round::attempt_round(const redlock_protocol& kind, const lock_call& c, s
       drawn_(masters, 0),
       done_(std::move(done)) {}
 
+// The attempts leave one master at a time, and from a caller's thread the first replies can be
+// in before the last attempt is sent. What a decision sends next (a miss's releases, a winner's
+// release through its callback) must reach every master behind that master's attempt, on the
+// same connection, or it could overtake the attempt there and leave its grant behind: so a
+// decision taken while attempts are still being sent is acted on once they all are.
 void attempt_round::start() {
   const auto nodes = call_.topo.nodes_for(call_.names.name);
   auto self = shared_from_this();
@@ -27,12 +34,33 @@ void attempt_round::start() {
     kind_.base().attempt(call_.at(nodes[i], node_deadline_),
                          [self, i](std::error_code ec, reply r) { self->on_reply(i, ec, r); });
   }
+  {
+    lock_guard lock(mutex_);
+    sending_ = false;
+    if (!std::exchange(deferred_, false)) return;
+  }
+  // Replies, and all that follows them (the caller's callback among it), run on the I/O thread.
+  call_.topo.io().post([self] {
+    won_round won;
+    {
+      lock_guard lock(self->mutex_);
+      if (!self->act_on_decision(won)) return;
+    }
+    self->on_won(std::move(won.said), won.drawn, won.fence);
+  });
+}
+
+bool attempt_round::act_on_decision(won_round& won) {
+  if (round_.current() == verdict::lost) {
+    miss(round_, error_);
+    return false;
+  }
+  won = {said_, drawn_, round_.max_yes_value()};
+  return true;
 }
 
 void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) {
-  std::vector<outcome_type> said;
-  std::vector<std::int64_t> drawn;
-  std::int64_t fence = 0;
+  won_round won;
   verdict decided;
   {
     lock_guard lock(mutex_);
@@ -61,15 +89,13 @@ void attempt_round::on_reply(std::size_t i, std::error_code ec, const reply& r) 
       return;
     }
     if (decided == verdict::pending) return;
-    said = said_;
-    drawn = drawn_;
-    fence = round_.max_yes_value();
-    if (decided == verdict::lost) {
-      miss(round_, error_);
+    if (sending_) {
+      deferred_ = true;  // start() acts on it (its comment says why)
       return;
     }
+    if (!act_on_decision(won)) return;
   }
-  on_won(std::move(said), drawn, fence);
+  on_won(std::move(won.said), won.drawn, won.fence);
 }
 
 void attempt_round::on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,

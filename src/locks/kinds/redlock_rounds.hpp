@@ -80,7 +80,16 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
   void start();
 
  private:
+  // What on_won needs of a round that a majority granted.
+  struct won_round {
+    std::vector<outcome_type> said;
+    std::vector<std::int64_t> drawn;
+    std::int64_t fence = 0;
+  };
   void on_reply(std::size_t i, std::error_code ec, const reply& r);
+  // Acts on the round's decision: a miss is handled here (false); a win fills `won` for on_won,
+  // which runs without the mutex (true).
+  bool act_on_decision(won_round& won) DLOCK_REQUIRES(mutex_);
   void on_won(std::vector<outcome_type> said, const std::vector<std::int64_t>& drawn,
               std::int64_t fence);
   void raise_fence(const std::vector<outcome_type>& said, const std::vector<std::int64_t>& drawn,
@@ -102,6 +111,8 @@ class attempt_round : public std::enable_shared_from_this<attempt_round> {
   std::vector<std::int64_t> drawn_ DLOCK_GUARDED_BY(mutex_);  // each grant's counter reading
   round_error error_ DLOCK_GUARDED_BY(mutex_);
   net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
+  bool sending_ DLOCK_GUARDED_BY(mutex_) = true;    // start() is still sending the attempts
+  bool deferred_ DLOCK_GUARDED_BY(mutex_) = false;  // decided meanwhile: start() acts on it
 };
 
 // One renewal batch over every master: per hold, a majority of renewals or of refusals decides.
