@@ -19,7 +19,6 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
