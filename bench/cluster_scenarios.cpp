@@ -39,13 +39,6 @@ double ratio_of(std::uint64_t a, std::uint64_t b) {
   return ratio_of(static_cast<double>(a), static_cast<double>(b));
 }
 
-void add_extra(scenario_result& r, std::string key, double v) {
-  r.extra.push_back({std::move(key), v});
-}
-void add_extra(scenario_result& r, std::string key, std::string v) {
-  r.extra.push_back({std::move(key), std::move(v)});
-}
-
 void check(const topology_settings& s) {
   if (s.standalone.url.empty()) throw std::invalid_argument("topology_settings: no standalone url");
   if (s.cluster_seeds.empty()) throw std::invalid_argument("topology_settings: no cluster seeds");
@@ -229,20 +222,20 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     const std::string name = "cluster.throughput." + load.row_suffix();
 
     scenario_result pairs{name, "pairs/s", ours, ref, standalone_name, ratio_of(ours, ref), "", {}};
-    add_extra(pairs, load.count_field(), static_cast<double>(threads));
-    add_extra(pairs, "cluster_masters", static_cast<double>(masters));
-    add_extra(pairs, "slices_per_topology", static_cast<double>(rounds));
-    add_extra(pairs, "cluster_commands_per_pair", ratio_of(c_total.commands, cluster.steps));
-    add_extra(pairs, "standalone_commands_per_pair", ratio_of(s_total.commands, standalone.steps));
-    add_extra(pairs, "cluster_commands_per_write", ratio_of(c_total.commands, c_total.writes));
-    add_extra(pairs, "standalone_commands_per_write", ratio_of(s_total.commands, s_total.writes));
-    add_extra(pairs, "cluster_redirects",
-              static_cast<double>(redirects(stats_after) - redirects(stats_before)));
-    add_extra(
-        pairs, "cluster_slot_map_refreshes",
+    pairs.add_extra(load.count_field(), static_cast<double>(threads));
+    pairs.add_extra("cluster_masters", static_cast<double>(masters));
+    pairs.add_extra("slices_per_topology", static_cast<double>(rounds));
+    pairs.add_extra("cluster_commands_per_pair", ratio_of(c_total.commands, cluster.steps));
+    pairs.add_extra("standalone_commands_per_pair", ratio_of(s_total.commands, standalone.steps));
+    pairs.add_extra("cluster_commands_per_write", ratio_of(c_total.commands, c_total.writes));
+    pairs.add_extra("standalone_commands_per_write", ratio_of(s_total.commands, s_total.writes));
+    pairs.add_extra("cluster_redirects",
+                    static_cast<double>(redirects(stats_after) - redirects(stats_before)));
+    pairs.add_extra(
+        "cluster_slot_map_refreshes",
         static_cast<double>(stats_after.slot_map_refreshes - stats_before.slot_map_refreshes));
-    add_extra(pairs, "note",
-              std::string("median of interleaved slices per topology; ") + load.how());
+    pairs.add_extra("note",
+                    std::string("median of interleaved slices per topology; ") + load.how());
     results.push_back(std::move(pairs));
 
     if (ceiling) {
@@ -256,18 +249,18 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
       const double top = median(pair_rates);
       scenario_result vs_ceiling{name,         "pairs/s",           ours, top,
                                  ceiling_name, ratio_of(ours, top), "",   {}};
-      add_extra(vs_ceiling, load.count_field(), static_cast<double>(threads));
-      add_extra(vs_ceiling, "cluster_masters", static_cast<double>(masters));
-      add_extra(vs_ceiling, "rb_acquire_rps", median(acquire));
-      add_extra(vs_ceiling, "rb_release_rps", median(release));
-      add_extra(vs_ceiling, "rb_release_hit_fraction", median(hits));
-      add_extra(vs_ceiling, "rb_commands",
-                ceiling->describe(o.ceiling_clients, o.ceiling_pipeline));
-      add_extra(vs_ceiling, "rb_pairs_note",
-                "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps), median over the "
-                "slices. --cluster deals its connections to the masters in turn and puts each "
-                "master's keys in one slot of it ({tag}); the dlock run's keys hash where their "
-                "names fall. Any error reply from a master fails the measurement");
+      vs_ceiling.add_extra(load.count_field(), static_cast<double>(threads));
+      vs_ceiling.add_extra("cluster_masters", static_cast<double>(masters));
+      vs_ceiling.add_extra("rb_acquire_rps", median(acquire));
+      vs_ceiling.add_extra("rb_release_rps", median(release));
+      vs_ceiling.add_extra("rb_release_hit_fraction", median(hits));
+      vs_ceiling.add_extra("rb_commands", ceiling->describe(o.ceiling_clients, o.ceiling_pipeline));
+      vs_ceiling.add_extra(
+          "rb_pairs_note",
+          "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps), median over the "
+          "slices. --cluster deals its connections to the masters in turn and puts each "
+          "master's keys in one slot of it ({tag}); the dlock run's keys hash where their "
+          "names fall. Any error reply from a master fails the measurement");
       results.push_back(std::move(vs_ceiling));
     }
 
@@ -293,17 +286,18 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
     for (const auto& [address, n] : cluster.nodes) {
       const auto locks = locks_on.find(address);
       const std::string m = "master_" + std::to_string(++index);
-      add_extra(spread, m, address);
-      add_extra(spread, m + "_commands", static_cast<double>(n.commands));
-      add_extra(spread, m + "_share", ratio_of(n.commands, c_total.commands));
-      add_extra(spread, m + "_locks",
-                static_cast<double>(locks == locks_on.end() ? 0 : locks->second));
+      spread.add_extra(m, address);
+      spread.add_extra(m + "_commands", static_cast<double>(n.commands));
+      spread.add_extra(m + "_share", ratio_of(n.commands, c_total.commands));
+      spread.add_extra(m + "_locks",
+                       static_cast<double>(locks == locks_on.end() ? 0 : locks->second));
     }
-    add_extra(spread, "standalone_commands", static_cast<double>(s_total.commands));
-    add_extra(spread, "note",
-              "commands per master: redis_client::counters().commands_sent of each of "
-              "client::masters(), summed over the timed slices; each thread's lock lives on the "
-              "master of its slot");
+    spread.add_extra("standalone_commands", static_cast<double>(s_total.commands));
+    spread.add_extra(
+        "note",
+        "commands per master: redis_client::counters().commands_sent of each of "
+        "client::masters(), summed over the timed slices; each thread's lock lives on the "
+        "master of its slot");
     results.push_back(std::move(spread));
   }
   if (ceiling) ceiling->cleanup();
@@ -433,17 +427,17 @@ std::vector<scenario_result> run_cluster_watchdog(const topology_settings& ts,
       o.leases, static_cast<long long>(o.lease.count()), static_cast<long long>(o.period.count()),
       o.renewal_batch);
   const auto add_common = [&](scenario_result& r) {
-    add_extra(r, "config", config);
+    r.add_extra("config", config);
     for (const auto& [prefix, f] : {std::pair{"standalone", &st}, std::pair{"cluster", &cl}}) {
       const std::string p = std::string(prefix) + "_";
-      add_extra(r, p + "renewal_rounds", static_cast<double>(f->rounds));
-      add_extra(r, p + "leases_renewed_per_round", f->per_round(f->renewed));
-      add_extra(r, p + "renewal_calls_per_round", f->per_round(f->calls));
-      add_extra(r, p + "writes_per_round", f->per_round(f->all().writes));
-      add_extra(r, p + "leases_per_renewal_call", ratio_of(f->renewed, f->calls));
-      add_extra(r, p + "leases_lost", static_cast<double>(f->lost));
-      add_extra(r, p + "leases_valid_at_end", static_cast<double>(f->valid_at_end));
-      add_extra(r, p + "window_s", f->window_s);
+      r.add_extra(p + "renewal_rounds", static_cast<double>(f->rounds));
+      r.add_extra(p + "leases_renewed_per_round", f->per_round(f->renewed));
+      r.add_extra(p + "renewal_calls_per_round", f->per_round(f->calls));
+      r.add_extra(p + "writes_per_round", f->per_round(f->all().writes));
+      r.add_extra(p + "leases_per_renewal_call", ratio_of(f->renewed, f->calls));
+      r.add_extra(p + "leases_lost", static_cast<double>(f->lost));
+      r.add_extra(p + "leases_valid_at_end", static_cast<double>(f->valid_at_end));
+      r.add_extra(p + "window_s", f->window_s);
     }
   };
   const auto row = [&](const std::string& metric, double ours, double ref, std::string target) {
@@ -459,21 +453,22 @@ std::vector<scenario_result> run_cluster_watchdog(const topology_settings& ts,
   std::size_t index = 0;
   for (const auto& [address, n] : cl.nodes) {
     const std::string m = "master_" + std::to_string(++index);
-    add_extra(per_write, m, address);
-    add_extra(per_write, m + "_writes_per_round", cl.per_round(n.writes));
-    add_extra(per_write, m + "_renewal_calls_per_round", cl.per_round(n.commands));
+    per_write.add_extra(m, address);
+    per_write.add_extra(m + "_writes_per_round", cl.per_round(n.writes));
+    per_write.add_extra(m + "_renewal_calls_per_round", cl.per_round(n.commands));
   }
-  add_extra(per_write, "note",
-            "leases_renewed delta / sum of the writes deltas of client::masters(), over whole "
-            "renewal rounds; a write to one node is one round trip to it. A renewal call renews "
-            "leases of one slot, so on a cluster calls are per slot, and each node's calls of a "
-            "round leave pipelined");
+  per_write.add_extra(
+      "note",
+      "leases_renewed delta / sum of the writes deltas of client::masters(), over whole "
+      "renewal rounds; a write to one node is one round trip to it. A renewal call renews "
+      "leases of one slot, so on a cluster calls are per slot, and each node's calls of a "
+      "round leave pipelined");
   results.push_back(std::move(per_write));
   results.push_back(
       row("renewal calls per round", cl.per_round(cl.calls), st.per_round(st.calls), ""));
   auto cpu = row("client CPU % of a core", 100 * cl.cpu_share, 100 * st.cpu_share, "< 5 % (both)");
-  add_extra(cpu, "cluster_acquire_s", cl.acquire_s);
-  add_extra(cpu, "standalone_acquire_s", st.acquire_s);
+  cpu.add_extra("cluster_acquire_s", cl.acquire_s);
+  cpu.add_extra("standalone_acquire_s", st.acquire_s);
   results.push_back(std::move(cpu));
   return results;
 }

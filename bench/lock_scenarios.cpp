@@ -116,13 +116,6 @@ struct slice_totals {
   }
 };
 
-void add_extra(scenario_result& r, std::string key, double v) {
-  r.extra.push_back({std::move(key), v});
-}
-void add_extra(scenario_result& r, std::string key, std::string v) {
-  r.extra.push_back({std::move(key), std::move(v)});
-}
-
 constexpr std::string_view compare_and_delete =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
     "return 0";
@@ -290,7 +283,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
   }
   delete_matching(control, bench_key_patterns);
   const auto add_allocations = [&](scenario_result& r, const char* field, std::size_t k) {
-    if (allocations[k] >= 0) add_extra(r, field, allocations[k]);
+    if (allocations[k] >= 0) r.add_extra(field, allocations[k]);
   };
 
   const auto& ping = variants[3].totals;
@@ -306,11 +299,11 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
     const double d = v.totals.rate();
     const auto latency = summarize(std::move(v.latencies_us));
     const auto add_common = [&](scenario_result& r) {
-      add_extra(r, "pair_latency_us", d > 0 ? 1e6 / d : 0);
-      add_extra(r, "round_trips_per_pair", ratio_of(2 * ping.rate(), d));
-      add_extra(r, "commands_per_pair", v.totals.per_step(v.totals.commands));
-      add_extra(r, "subscribe_unsubscribe_per_pair", v.totals.per_step(v.pubsub));
-      add_extra(r, "ping_rtt_us", rtt_us);
+      r.add_extra("pair_latency_us", d > 0 ? 1e6 / d : 0);
+      r.add_extra("round_trips_per_pair", ratio_of(2 * ping.rate(), d));
+      r.add_extra("commands_per_pair", v.totals.per_step(v.totals.commands));
+      r.add_extra("subscribe_unsubscribe_per_pair", v.totals.per_step(v.pubsub));
+      r.add_extra("ping_rtt_us", rtt_us);
       add_allocations(r, "allocations_per_pair", i);
     };
     scenario_result vs_raw{"uncontended." + v.name,
@@ -322,7 +315,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                            v.name == "simple.try_acquire" ? "" : ">= 0.95 x raw",
                            {}};
     add_common(vs_raw);
-    add_extra(vs_raw, "reference_commands_per_pair", raw.per_step(raw.commands));
+    vs_raw.add_extra("reference_commands_per_pair", raw.per_step(raw.commands));
     add_allocations(vs_raw, "reference_allocations_per_pair", 4);
     vs_raw.dlock_latency_us = latency;
     vs_raw.reference_latency_us = raw_latency;
@@ -350,7 +343,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
                                "",
                                {}};
     add_common(vs_scripts);
-    add_extra(vs_scripts, "reference_commands_per_pair", scripts.per_step(scripts.commands));
+    vs_scripts.add_extra("reference_commands_per_pair", scripts.per_step(scripts.commands));
     add_allocations(vs_scripts, "reference_allocations_per_pair", 5);
     vs_scripts.dlock_latency_us = latency;
     vs_scripts.reference_latency_us = scripts_latency;
@@ -550,18 +543,19 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
     const std::string name = std::string(o.try_acquire ? "throughput.try_acquire" : "throughput") +
                              ".threads=" + std::to_string(threads);
     const auto add_common = [&](scenario_result& r, const std::vector<rb_pair>& ref) {
-      add_extra(r, "threads", static_cast<double>(threads));
-      add_extra(r, "command_connections", static_cast<double>(c.options().command_connections));
-      add_extra(r, "dlock_commands_per_pair", ours.per_step(ours.commands));
-      add_extra(r, "dlock_subscribe_unsubscribe_per_pair", ours.per_step(pubsub));
-      add_extra(r, "dlock_commands_per_write",
-                writes > 0 ? static_cast<double>(commands_sent) / static_cast<double>(writes) : 0);
-      add_extra(r, "rb_acquire_rps", combine(ref, &rb_pair::acquire_rps));
-      add_extra(r, "rb_release_rps", combine(ref, &rb_pair::release_rps));
-      add_extra(r, "rb_release_hit_fraction", combine(ref, &rb_pair::release_hit_fraction));
-      add_extra(r, "rb_pairs_note",
-                "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps) = its requests/s "
-                "over both runs / 2; median over rounds");
+      r.add_extra("threads", static_cast<double>(threads));
+      r.add_extra("command_connections", static_cast<double>(c.options().command_connections));
+      r.add_extra("dlock_commands_per_pair", ours.per_step(ours.commands));
+      r.add_extra("dlock_subscribe_unsubscribe_per_pair", ours.per_step(pubsub));
+      r.add_extra(
+          "dlock_commands_per_write",
+          writes > 0 ? static_cast<double>(commands_sent) / static_cast<double>(writes) : 0);
+      r.add_extra("rb_acquire_rps", combine(ref, &rb_pair::acquire_rps));
+      r.add_extra("rb_release_rps", combine(ref, &rb_pair::release_rps));
+      r.add_extra("rb_release_hit_fraction", combine(ref, &rb_pair::release_hit_fraction));
+      r.add_extra("rb_pairs_note",
+                  "redis-benchmark pairs/s = 1/(1/acquire rps + 1/release rps) = its requests/s "
+                  "over both runs / 2; median over rounds");
     };
     const double same_pairs = pairs_of(same);
     scenario_result vs_same{name,
@@ -613,9 +607,9 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
                       ratio_of(d, ref),
                       ">= 0.5 x ceiling; >= 2 x best peer (peers ~29k-34k pairs/s)",
                       {}};
-    add_extra(r, "async_chains", static_cast<double>(chains));
-    add_extra(r, "command_connections", static_cast<double>(c.options().command_connections));
-    add_extra(r, "how", "acquire_async + release_async from completion callbacks, one client");
+    r.add_extra("async_chains", static_cast<double>(chains));
+    r.add_extra("command_connections", static_cast<double>(c.options().command_connections));
+    r.add_extra("how", "acquire_async + release_async from completion callbacks, one client");
     results.push_back(std::move(r));
   }
   delete_matching(control, bench_key_patterns);
@@ -801,10 +795,10 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
                              ratio_of(t.handoffs_per_s(), spin.handoffs_per_s()),
                              ">= 0.5 x spin",
                              {}};
-    add_extra(handoffs, "workers", static_cast<double>(o.workers));
-    add_extra(handoffs, "lock", v.fair ? "fair" : o.reentrant ? "reentrant" : "simple");
-    add_extra(handoffs, "hand_offs", static_cast<double>(t.handoffs));
-    add_extra(handoffs, "spin_hand_offs", static_cast<double>(spin.handoffs));
+    handoffs.add_extra("workers", static_cast<double>(o.workers));
+    handoffs.add_extra("lock", v.fair ? "fair" : o.reentrant ? "reentrant" : "simple");
+    handoffs.add_extra("hand_offs", static_cast<double>(t.handoffs));
+    handoffs.add_extra("spin_hand_offs", static_cast<double>(spin.handoffs));
     results.push_back(std::move(handoffs));
 
     results.push_back({name,
@@ -826,44 +820,44 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
         "<= 3 (evalsha+eval+[un]subscribe)",
         {}};
     const double acquisitions = static_cast<double>(std::max<std::uint64_t>(1, t.all_acquisitions));
-    add_extra(commands, "scripts_per_acquisition",
-              static_cast<double>(t.commands - t.pubsub_commands) / acquisitions);
-    add_extra(commands, "subscribe_unsubscribe_per_acquisition",
-              static_cast<double>(t.pubsub_commands) / acquisitions);
-    add_extra(commands, "same_worker_reacquisitions",
-              ratio_of(static_cast<double>(t.acquisitions - t.handoffs),
-                       static_cast<double>(t.acquisitions)));
-    add_extra(commands, "spin_same_worker_reacquisitions",
-              ratio_of(static_cast<double>(spin.acquisitions - spin.handoffs),
-                       static_cast<double>(spin.acquisitions)));
+    commands.add_extra("scripts_per_acquisition",
+                       static_cast<double>(t.commands - t.pubsub_commands) / acquisitions);
+    commands.add_extra("subscribe_unsubscribe_per_acquisition",
+                       static_cast<double>(t.pubsub_commands) / acquisitions);
+    commands.add_extra("same_worker_reacquisitions",
+                       ratio_of(static_cast<double>(t.acquisitions - t.handoffs),
+                                static_cast<double>(t.acquisitions)));
+    commands.add_extra("spin_same_worker_reacquisitions",
+                       ratio_of(static_cast<double>(spin.acquisitions - spin.handoffs),
+                                static_cast<double>(spin.acquisitions)));
     results.push_back(std::move(commands));
 
     scenario_result p50_rt{
         name,      "release->next p50 (round trips)", ratio_of(p50, rtt), ratio_of(spin_p50, rtt),
         spin_name, ratio_of(p50, spin_p50),           "<= 3 round trips", {}};
-    add_extra(p50_rt, "p50_us", p50);
-    add_extra(p50_rt, "spin_p50_us", spin_p50);
-    add_extra(p50_rt, "round_trip_us", rtt);
-    add_extra(p50_rt, "round_trip_note", "median PING latency through a dlock client, same run");
-    add_extra(p50_rt, "negative_latencies", static_cast<double>(t.negative_latencies));
-    add_extra(p50_rt, "spin_negative_latencies", static_cast<double>(spin.negative_latencies));
-    add_extra(p50_rt, "latency_note",
-              "from release() returning to a different worker's acquisition returning; negative "
-              "when the next holder's grant came back before the releaser's reply");
+    p50_rt.add_extra("p50_us", p50);
+    p50_rt.add_extra("spin_p50_us", spin_p50);
+    p50_rt.add_extra("round_trip_us", rtt);
+    p50_rt.add_extra("round_trip_note", "median PING latency through a dlock client, same run");
+    p50_rt.add_extra("negative_latencies", static_cast<double>(t.negative_latencies));
+    p50_rt.add_extra("spin_negative_latencies", static_cast<double>(spin.negative_latencies));
+    p50_rt.add_extra(
+        "latency_note",
+        "from release() returning to a different worker's acquisition returning; negative "
+        "when the next holder's grant came back before the releaser's reply");
     auto from_call = t.from_call_us;
     auto spin_from_call = spin.from_call_us;
-    add_extra(p50_rt, "p50_from_release_call_us", percentile(from_call, 50));
-    add_extra(p50_rt, "p50_from_release_call_round_trips",
-              ratio_of(percentile(from_call, 50), rtt));
-    add_extra(p50_rt, "spin_p50_from_release_call_us", percentile(spin_from_call, 50));
+    p50_rt.add_extra("p50_from_release_call_us", percentile(from_call, 50));
+    p50_rt.add_extra("p50_from_release_call_round_trips", ratio_of(percentile(from_call, 50), rtt));
+    p50_rt.add_extra("spin_p50_from_release_call_us", percentile(spin_from_call, 50));
     p50_rt.dlock_latency_us = summarize(t.latencies_us);
     p50_rt.reference_latency_us = summarize(spin.latencies_us);
     results.push_back(std::move(p50_rt));
 
     scenario_result p99_us{name,      "release->next p99 (us)", p99, spin_p99,
                            spin_name, ratio_of(p99, spin_p99),  "",  {}};
-    add_extra(p99_us, "p99_round_trips", ratio_of(p99, rtt));
-    add_extra(p99_us, "spin_p99_round_trips", ratio_of(spin_p99, rtt));
+    p99_us.add_extra("p99_round_trips", ratio_of(p99, rtt));
+    p99_us.add_extra("spin_p99_round_trips", ratio_of(spin_p99, rtt));
     results.push_back(std::move(p99_us));
   }
   variants.clear();  // disconnect every client before cleaning up
@@ -981,14 +975,14 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
                                       o.leases, static_cast<long long>(o.lease.count()),
                                       static_cast<long long>(o.period.count()), o.renewal_batch);
     const auto add_common = [&](scenario_result& r) {
-      add_extra(r, "config", config);
-      add_extra(r, "window_s", wall);
-      add_extra(r, "renewal_rounds", static_cast<double>(rounds));
-      add_extra(r, "renewal_calls_per_round", calls_per_round);
-      add_extra(r, "leases_renewed_per_round",
-                ratio_of(static_cast<double>(renewed), static_cast<double>(rounds)));
-      add_extra(r, "leases_lost", static_cast<double>(after.leases_lost));
-      add_extra(r, "leases_valid_at_end", static_cast<double>(still_valid));
+      r.add_extra("config", config);
+      r.add_extra("window_s", wall);
+      r.add_extra("renewal_rounds", static_cast<double>(rounds));
+      r.add_extra("renewal_calls_per_round", calls_per_round);
+      r.add_extra("leases_renewed_per_round",
+                  ratio_of(static_cast<double>(renewed), static_cast<double>(rounds)));
+      r.add_extra("leases_lost", static_cast<double>(after.leases_lost));
+      r.add_extra("leases_valid_at_end", static_cast<double>(still_valid));
     };
     scenario_result batching{"watchdog",
                              "leases per renewal call",
@@ -999,16 +993,17 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
                              ">= 100 leases per round trip",
                              {}};
     add_common(batching);
-    add_extra(batching, "note",
-              "each renewal call is one EVALSHA of renew.lua; a round's calls leave in one "
-              "pipelined write");
+    batching.add_extra(
+        "note",
+        "each renewal call is one EVALSHA of renew.lua; a round's calls leave in one "
+        "pipelined write");
     results.push_back(std::move(batching));
     scenario_result cpu{"watchdog",      "client CPU % of a core",     100 * cpu_share,     5,
                         "design target", ratio_of(100 * cpu_share, 5), "< 5 % (ratio < 1)", {}};
     add_common(cpu);
-    add_extra(cpu, "cpu_seconds", cpu1 - cpu0);
-    add_extra(cpu, "acquire_s", acquire_seconds);
-    add_extra(cpu, "release_s", release_seconds);
+    cpu.add_extra("cpu_seconds", cpu1 - cpu0);
+    cpu.add_extra("acquire_s", acquire_seconds);
+    cpu.add_extra("release_s", release_seconds);
     results.push_back(std::move(cpu));
   }
   delete_matching(control, bench_key_patterns);

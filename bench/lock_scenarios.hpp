@@ -55,6 +55,10 @@ struct scenario_result {
   double ratio = 0;            ///< dlock / reference (0 if the reference is 0)
   std::string target;          ///< docs/design.md's target for this row ("" if none); not judged
   std::vector<extra_field> extra;
+  /// Appends an extra field: a number, or a string (a note, a name).
+  void add_extra(std::string key, std::variant<double, std::string> value) {
+    extra.push_back({std::move(key), std::move(value)});
+  }
   /// Latency distributions behind this row, in microseconds, when it has them (dlock's and the
   /// reference's, measured in the same run): uncontended rows carry one lock+unlock pair's
   /// latency, handoff's "release->next p50" row the release->next-holder latency.

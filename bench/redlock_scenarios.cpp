@@ -64,8 +64,8 @@ scenario_result row(std::string name, std::string metric, std::pair<double, doub
                     ratio_of(medians.first, medians.second),
                     "",
                     {}};
-  r.extra.push_back({"redlock_masters", static_cast<double>(masters)});
-  r.extra.push_back({"slices_per_topology", static_cast<double>(rounds)});
+  r.add_extra("redlock_masters", static_cast<double>(masters));
+  r.add_extra("slices_per_topology", static_cast<double>(rounds));
   return r;
 }
 
@@ -101,7 +101,7 @@ scenario_result ceiling_row(const std::string& name, double ours,
                     ratio_of(ours, top),
                     "",
                     {}};
-  r.extra.push_back({"redlock_masters", static_cast<double>(masters)});
+  r.add_extra("redlock_masters", static_cast<double>(masters));
   for (std::size_t m = 0; m < masters; ++m) {
     std::vector<double> pairs, acquire, release;
     for (const auto& run : runs) {
@@ -112,19 +112,19 @@ scenario_result ceiling_row(const std::string& name, double ours,
     }
     const std::string p = "master_" + std::to_string(m + 1);
     if (m < s.masters.size()) {
-      r.extra.push_back({p, connection_options::from_url(s.masters[m]).redacted_url()});
+      r.add_extra(p, connection_options::from_url(s.masters[m]).redacted_url());
     }
-    r.extra.push_back({p + "_pairs", median(pairs)});
-    r.extra.push_back({p + "_acquire_rps", median(acquire)});
-    r.extra.push_back({p + "_release_rps", median(release)});
+    r.add_extra(p + "_pairs", median(pairs));
+    r.add_extra(p + "_acquire_rps", median(acquire));
+    r.add_extra(p + "_release_rps", median(release));
   }
-  r.extra.push_back({"rb_commands", ceiling.describe(o.ceiling_clients, o.ceiling_pipeline)});
-  r.extra.push_back(
-      {"rb_pairs_note",
-       std::string("per master, pairs/s = 1/(1/acquire + 1/release rps): what one RedLock pair "
-                   "runs on every master once the name's fencing counters are level (no fence "
-                   "write-back); all five run at once, and the ceiling is the slowest master's, "
-                   "median over the slices")});
+  r.add_extra("rb_commands", ceiling.describe(o.ceiling_clients, o.ceiling_pipeline));
+  r.add_extra(
+      "rb_pairs_note",
+      std::string("per master, pairs/s = 1/(1/acquire + 1/release rps): what one RedLock pair "
+                  "runs on every master once the name's fencing counters are level (no fence "
+                  "write-back); all five run at once, and the ceiling is the slowest master's, "
+                  "median over the slices"));
   return r;
 }
 
@@ -209,7 +209,7 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
         measure_ceiling);
     const std::string name = "redlock.throughput." + load.row_suffix();
     auto r = row(name, "pairs/s", medians, s.masters.size(), rounds);
-    r.extra.push_back({"note", std::string(load.how())});
+    r.add_extra("note", std::string(load.how()));
     results.push_back(std::move(r));
     if (ceiling) results.push_back(ceiling_row(name, medians.first, ceiling_runs, *ceiling, s, o));
   }

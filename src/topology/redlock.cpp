@@ -94,11 +94,32 @@ void redlock_topology::eval(node_id node, const script& s, std::span<const std::
   // A master that is down answers at once: RedLock decides on the others, and a command queued
   // for its return would only delay the decision until the node timeout. One still on its first
   // attempt (the client has just started) is not known to be down: it gets the call.
-  if (redis_client_access::get(masters_.at(node)->redis()).commands->down()) {
+  if (connection_for(node, keys).down()) {
     io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
     return;
   }
   masters_.at(node)->eval(0, s, keys, args, deadline, d, std::move(done));
+}
+
+void redlock_topology::queued_for_return::eval(node_id node, const script& s,
+                                               std::span<const std::string_view> keys,
+                                               std::span<const std::string_view> args,
+                                               net::clock::time_point deadline, durability d,
+                                               net::reply_callback done) {
+  // Ordered behind nothing of ours: while the connection is down, redlock_topology::eval sends
+  // nothing to it, so the outbox holds only such cleanup, and whatever is sent once it is back
+  // goes out behind it. Down or up cannot change meanwhile: both happen on this (the I/O) thread.
+  if (!masters_.connection_for(node, keys).down()) {
+    masters_.io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
+    return;
+  }
+  masters_.masters_.at(node)->eval(0, s, keys, args, deadline, d, std::move(done));
+}
+
+// The connection a call on `keys` goes to on master `node`.
+net::connection& redlock_topology::connection_for(node_id node,
+                                                  std::span<const std::string_view> keys) {
+  return masters_.at(node)->connection_for(keys.empty() ? std::string_view() : keys.front());
 }
 
 void redlock_topology::command(std::string_view key, std::span<const std::string_view> args,

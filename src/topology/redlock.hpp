@@ -45,9 +45,41 @@ class redlock_topology final : public topology {
   void close(std::error_code reason) override;
   redis_client& redis() noexcept override;
   std::vector<redis_client*> masters() override;
+  topology* when_back() noexcept override { return &when_back_; }
 
  private:
+  // topology::when_back(): this topology, with eval sending only to masters that are down.
+  class queued_for_return final : public topology {
+   public:
+    explicit queued_for_return(redlock_topology& masters) : masters_(masters) {}
+    net::io_thread& io() noexcept override { return masters_.io(); }
+    std::span<const node_id> nodes_for(std::string_view key) override {
+      return masters_.nodes_for(key);
+    }
+    route route_of(node_id node, std::string_view key) const override {
+      return masters_.route_of(node, key);
+    }
+    void eval(node_id node, const script& s, std::span<const std::string_view> keys,
+              std::span<const std::string_view> args, net::clock::time_point deadline, durability d,
+              net::reply_callback done) override;
+    void command(std::string_view key, std::span<const std::string_view> args,
+                 net::clock::time_point deadline, net::reply_callback done) override {
+      masters_.command(key, args, deadline, std::move(done));
+    }
+    std::uint64_t subscribe(node_id node, const std::string& channel, message_handler on_message,
+                            std::function<void()> on_subscribed) override {
+      return masters_.subscribe(node, channel, std::move(on_message), std::move(on_subscribed));
+    }
+    void unsubscribe(std::uint64_t id) override { masters_.unsubscribe(id); }
+    void close(std::error_code reason) override { masters_.close(reason); }
+    redis_client& redis() noexcept override { return masters_.redis(); }
+
+   private:
+    redlock_topology& masters_;
+  };
+
   standalone_topology& first_up() noexcept;
+  net::connection& connection_for(node_id node, std::span<const std::string_view> keys);
 
   std::shared_ptr<net::io_thread> io_;
   std::vector<std::unique_ptr<standalone_topology>> masters_;
@@ -55,6 +87,7 @@ class redlock_topology final : public topology {
   std::uint64_t next_subscription_ = 0;
   // A subscription on every master, by our id: each master's own id (I/O thread only).
   std::map<std::uint64_t, std::vector<std::uint64_t>> subscriptions_;
+  queued_for_return when_back_{*this};
 };
 
 }  // namespace dlock::detail

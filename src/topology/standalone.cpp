@@ -32,17 +32,21 @@ std::uint32_t standalone_topology::lane_of(std::string_view key) const noexcept 
   return lanes == 1 ? 0 : static_cast<std::uint32_t>(key_slot(key) % lanes);
 }
 
+net::connection& standalone_topology::connection_for(std::string_view key) noexcept {
+  return impl_.lane(lane_of(key));
+}
+
 void standalone_topology::eval(node_id, const script& s, std::span<const std::string_view> keys,
                                std::span<const std::string_view> args,
                                net::clock::time_point deadline, durability d,
                                net::reply_callback done) {
-  eval_on(impl_.lane(lane_of(keys.empty() ? std::string_view() : keys.front())), s, keys, args,
-          deadline, d, ack_, std::move(done));
+  eval_on(connection_for(keys.empty() ? std::string_view() : keys.front()), s, keys, args, deadline,
+          d, ack_, std::move(done));
 }
 
 void standalone_topology::command(std::string_view key, std::span<const std::string_view> args,
                                   net::clock::time_point deadline, net::reply_callback done) {
-  impl_.lane(lane_of(key)).submit(args, deadline, std::move(done));
+  connection_for(key).submit(args, deadline, std::move(done));
 }
 
 std::uint64_t standalone_topology::subscribe(node_id, const std::string& channel,

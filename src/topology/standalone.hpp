@@ -37,6 +37,9 @@ class standalone_topology : public topology {
   void close(std::error_code reason) override;
   redis_client& redis() noexcept override;
 
+  /// The command connection that calls on `key` go to (the first key of an eval). Any thread.
+  net::connection& connection_for(std::string_view key) noexcept;
+
  protected:
   redis_client::impl& server() noexcept { return impl_; }
 

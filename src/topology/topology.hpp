@@ -109,6 +109,15 @@ class topology {
   /// Every master, for work that must visit them all (ls scans each). I/O thread excepted.
   virtual std::vector<redis_client*> masters() { return {&redis()}; }
 
+  /// Where cleanup goes that a node could not take because its connection was down (RedLock: the
+  /// release of a hold an attempt may have left on a master that dropped off with it on the
+  /// wire). A view of this topology whose eval queues a call to a node whose connection is down
+  /// for the node's return, ahead of anything sent to it later, until the call's deadline; and,
+  /// for a node that is up again, answers errc::connection_lost at once without sending (what
+  /// else went to it since could be newer than the cleanup). I/O thread only. Null where calls to
+  /// a node that is down wait for it anyway (a single server, Sentinel, a cluster).
+  virtual topology* when_back() noexcept { return nullptr; }
+
   const topology_counters& counters() const noexcept { return counters_; }
 
  protected:

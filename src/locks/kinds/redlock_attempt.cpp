@@ -244,6 +244,15 @@ void attempt_round::miss(const quorum_round& r, const round_error& e) {
     const auto c = call_.at(nodes[i], answered ? cleanup_at_ : unanswered_until);
     ++report->releases;
     net::reply_callback confirmed = [report](std::error_code, reply) { report->one_done(); };
+    if (!reentry) {
+      // The drop ends whatever the attempt may have left; one that a master's down connection
+      // could not take goes there when it is back.
+      confirmed = [report, self = shared_from_this(), node = nodes[i]](std::error_code dropped,
+                                                                       reply) {
+        if (dropped == errc::connection_lost) self->kind_.drop_when_back(self->call_, node);
+        report->one_done();
+      };
+    }
     if (reentry) {
       // Undoes this attempt's count wherever it may have run: a re-entry, a fresh hold, or
       // nothing (a master where the owner holds nothing answers nil).

@@ -176,6 +176,20 @@ class redlock_protocol final : public lock_kind {
     round->start(std::min(deadline, net::clock::now() + timing_.node_timeout(shortest)));
   }
 
+  // Sends the drop of the owner's hold to master `node`, whose connection is down, for when it
+  // is back (topology::when_back): a hold that an attempt may have left there (it was on the wire
+  // when the connection dropped, or ran late) then ends with the master's return instead of
+  // lasting the lease out, a lease in which the other contenders must find their majority among
+  // the other masters. For cleanup that is final (a miss, a release that ends the hold): nobody
+  // waits for it, and it gives up at the lease's end, when such a hold is gone anyway. Does
+  // nothing if the master is up again by now: something newer may have gone to it since.
+  void drop_when_back(const call_copy& call, node_id node) const {
+    auto* later = call.topo.when_back();
+    if (!later || call.lease <= milliseconds(0)) return;
+    const call_copy on_return{*later, call.names, call.owner, call.lease};
+    base_.drop(on_return.at(node, net::clock::now() + call.lease), [](std::error_code, reply) {});
+  }
+
   const lock_kind& base() const noexcept { return base_; }
   const quorum_timing& timing() const noexcept { return timing_; }
   quorum_counters& counters() const noexcept { return counters_; }
@@ -204,6 +218,7 @@ class redlock_protocol final : public lock_kind {
       const std::shared_ptr<void> settled;  // let go with the last master's answer
       mutex m;
       std::vector<std::optional<std::int64_t>> counts DLOCK_GUARDED_BY(m);  // integer answers
+      std::vector<node_id> lost DLOCK_GUARDED_BY(m);  // a reentrant release's, see below
       std::size_t answered DLOCK_GUARDED_BY(m) = 0, not_held DLOCK_GUARDED_BY(m) = 0;
       round_error error DLOCK_GUARDED_BY(m);
       net::reply_callback done DLOCK_GUARDED_BY(m);
@@ -223,17 +238,26 @@ class redlock_protocol final : public lock_kind {
     }
     const bool is_release = op == &lock_kind::release;
     const bool early = is_release && !base_.reentrant();
+    // A master whose connection was down, or dropped with the call on the wire, gets the drop
+    // when it is back (drop_when_back) if the call ends the hold: a drop, a simple lock's
+    // release, or a reentrant release that most masters say was the last hold.
+    const bool always_final = !is_release || !base_.reentrant();
     for (std::size_t i = 0; i < masters; ++i) {
       const auto call = st->call.at(nodes[i], deadline);
-      (base_.*op)(call, [this, st, i, is_release, early, deadline](std::error_code ec, reply r) {
+      const auto node = nodes[i];
+      (base_.*op)(call, [this, st, i, node, is_release, early, always_final, deadline](
+                            std::error_code ec, reply r) {
+        const bool lost = ec == errc::connection_lost;
+        if (lost && always_final) drop_when_back(st->call, node);
         std::error_code out_ec;
         reply out;
-        std::vector<node_id> stale;
+        std::vector<node_id> stale, on_return;
         net::reply_callback report;
         {
           lock_guard lock(st->m);
           if (ec) {
             st->error.note(ec, r);
+            if (lost && !always_final) st->lost.push_back(node);
           } else if (r.is_integer()) {
             st->counts[i] = r.integer();
           } else {
@@ -251,6 +275,7 @@ class redlock_protocol final : public lock_kind {
             (*n >= 1 ? freed : kept) += 1;
           }
           if (!all && !(early && held >= needed)) return;
+          if (freed > kept) on_return = std::move(st->lost);
           if (held >= needed) {
             out = reply::integer(largest);
             // Most masters ended the hold, some still count one of this owner's: a stale count
@@ -275,6 +300,8 @@ class redlock_protocol final : public lock_kind {
           st->reported = true;
           report = std::move(st->done);
         }
+        for (const auto n : on_return)
+          drop_when_back(st->call, n);
         if (stale.empty()) {
           if (report) report(out_ec, std::move(out));
           return;
@@ -284,8 +311,8 @@ class redlock_protocol final : public lock_kind {
             stale.size(), [report = std::move(report), out_ec, out](std::error_code, reply) {
               if (report) report(out_ec, out);
             });
-        for (const auto node : stale) {
-          base_.drop(st->call.at(node, deadline), [left](std::error_code e, reply x) {
+        for (const auto n : stale) {
+          base_.drop(st->call.at(n, deadline), [left](std::error_code e, reply x) {
             if (--left->first == 0) left->second(e, std::move(x));
           });
         }
