@@ -390,6 +390,31 @@ TEST_F(RedLock, HoldsLeftByAttemptsOnDroppedConnectionsEndWhenTheMastersReturn) 
       });
 }
 
+// Nobody waits for the drops queued for a master's return: a client closed while the masters
+// are still stopped goes at once instead of waiting out the drops' deadline (the 60 s lease).
+TEST_F(RedLock, DropsQueuedForMastersThatStayDownDoNotHoldTheClientsCloseUp) {
+  auto o = options();
+  for (const std::size_t i : {3, 4})
+    o.redlock.masters[i].command_timeout = 300ms;
+  std::optional<client> c(std::in_place, o);
+  wait_connected_to_all(*c);
+  const auto masters = c->masters();
+  master(3).pause();
+  master(4).pause();
+  auto held = c->reentrant(key("lock")).try_acquire({.lease_time = 60s});
+  ASSERT_TRUE(held);
+  wait_until([&] {
+    return masters[3]->counters().connection_losses >= 1 &&
+           masters[4]->counters().connection_losses >= 1;
+  });
+  EXPECT_TRUE(held.release());  // the drops for masters 3 and 4 are queued
+  const auto started = steady::now();
+  c.reset();
+  EXPECT_LT(steady::now() - started, 10s) << "the close waited for the queued drops";
+  master(3).resume();
+  master(4).resume();
+}
+
 TEST_F(RedLock, TheSingleServerApiWorksUnchanged) {
   client c(options());
   // Lockable: std::scoped_lock over two RedLock locks and a std::mutex.
