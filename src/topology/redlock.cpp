@@ -95,7 +95,7 @@ void redlock_topology::eval(node_id node, const script& s, std::span<const std::
   // for its return would only delay the decision until the node timeout. One still on its first
   // attempt (the client has just started) is not known to be down: it gets the call.
   if (connection_for(node, keys).down()) {
-    io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
+    answer_lost(std::move(done));
     return;
   }
   masters_.at(node)->eval(0, s, keys, args, deadline, d, std::move(done));
@@ -110,10 +110,15 @@ void redlock_topology::queued_for_return::eval(node_id node, const script& s,
   // nothing to it, so the outbox holds only such cleanup, and whatever is sent once it is back
   // goes out behind it. Down or up cannot change meanwhile: both happen on this (the I/O) thread.
   if (!masters_.connection_for(node, keys).down()) {
-    masters_.io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
+    masters_.answer_lost(std::move(done));
     return;
   }
   masters_.masters_.at(node)->eval(0, s, keys, args, deadline, d, std::move(done));
+}
+
+// Answers a call that is not sent with errc::connection_lost, from the I/O thread as a reply.
+void redlock_topology::answer_lost(net::reply_callback done) {
+  io_->post([done = std::move(done)] { done(errc::connection_lost, {}); });
 }
 
 // The connection a call on `keys` goes to on master `node`.

@@ -80,6 +80,7 @@ class redlock_topology final : public topology {
 
   standalone_topology& first_up() noexcept;
   net::connection& connection_for(node_id node, std::span<const std::string_view> keys);
+  void answer_lost(net::reply_callback done);
 
   std::shared_ptr<net::io_thread> io_;
   std::vector<std::unique_ptr<standalone_topology>> masters_;

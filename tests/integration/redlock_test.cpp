@@ -105,6 +105,30 @@ class RedLock : public redis_test {
     }
   }
 
+  /// Options under which the client gives masters 3 and 4 up after 300 ms of silence (their
+  /// command timeout), so that stopping them drops its connections to them.
+  client_options options_dropping_3_and_4() {
+    auto o = options();
+    for (const std::size_t i : {3, 4})
+      o.redlock.masters[i].command_timeout = 300ms;
+    return o;
+  }
+  /// Stops masters 3 and 4, runs `attempt`, and waits until `c` has dropped its connections to
+  /// both (options_dropping_3_and_4). They stay stopped.
+  template <class Attempt>
+  void stop_3_and_4_until_dropped(const client& c, const Attempt& attempt) {
+    const auto masters = c.masters();
+    const std::uint64_t before[] = {masters[3]->counters().connection_losses,
+                                    masters[4]->counters().connection_losses};
+    master(3).pause();
+    master(4).pause();
+    attempt();
+    wait_until([&] {
+      return masters[3]->counters().connection_losses > before[0] &&
+             masters[4]->counters().connection_losses > before[1];
+    });
+  }
+
   std::vector<child_process> counting_workers(int processes, const std::string& kind, int each) {
     std::vector<child_process> workers;
     for (int i = 0; i < processes; ++i) {
@@ -329,26 +353,14 @@ TEST_F(RedLock, AStaleHoldOfTheSameOwnerIsNeitherTakenForAReEntryNorLeftBehind) 
 // masters (and a CI run once took 57 s instead of 7 that way). The cleanup is queued for their
 // return instead, behind the late attempt, so the holds end as soon as they are back.
 TEST_F(RedLock, HoldsLeftByAttemptsOnDroppedConnectionsEndWhenTheMastersReturn) {
-  auto o = options();
-  for (const std::size_t i : {3, 4})  // their silent connections are dropped after 300 ms
-    o.redlock.masters[i].command_timeout = 300ms;
-  client c(o);
+  client c(options_dropping_3_and_4());
   wait_connected_to_all(c);
-  const auto masters = c.masters();
-  // Runs `attempt` with masters 3 and 4 stopped, waits until the client has dropped both their
+  // Runs `attempt` with masters 3 and 4 stopped until the client has dropped both their
   // connections, runs `cleanup` (they are down now), resumes them, and checks that both ran the
   // attempt (the name's fencing counter is there) and that no hold is left on either, well
   // within the 60 s lease that would otherwise keep it.
   const auto check = [&](const std::string& name, const auto& attempt, const auto& cleanup) {
-    const auto losses_3 = masters[3]->counters().connection_losses;
-    const auto losses_4 = masters[4]->counters().connection_losses;
-    master(3).pause();
-    master(4).pause();
-    attempt();
-    wait_until([&] {
-      return masters[3]->counters().connection_losses > losses_3 &&
-             masters[4]->counters().connection_losses > losses_4;
-    });
+    stop_3_and_4_until_dropped(c, attempt);
     cleanup();
     master(3).resume();
     master(4).resume();
@@ -393,20 +405,12 @@ TEST_F(RedLock, HoldsLeftByAttemptsOnDroppedConnectionsEndWhenTheMastersReturn) 
 // Nobody waits for the drops queued for a master's return: a client closed while the masters
 // are still stopped goes at once instead of waiting out the drops' deadline (the 60 s lease).
 TEST_F(RedLock, DropsQueuedForMastersThatStayDownDoNotHoldTheClientsCloseUp) {
-  auto o = options();
-  for (const std::size_t i : {3, 4})
-    o.redlock.masters[i].command_timeout = 300ms;
-  std::optional<client> c(std::in_place, o);
+  std::optional<client> c(std::in_place, options_dropping_3_and_4());
   wait_connected_to_all(*c);
-  const auto masters = c->masters();
-  master(3).pause();
-  master(4).pause();
-  auto held = c->reentrant(key("lock")).try_acquire({.lease_time = 60s});
+  lease held;
+  stop_3_and_4_until_dropped(
+      *c, [&] { held = c->reentrant(key("lock")).try_acquire({.lease_time = 60s}); });
   ASSERT_TRUE(held);
-  wait_until([&] {
-    return masters[3]->counters().connection_losses >= 1 &&
-           masters[4]->counters().connection_losses >= 1;
-  });
   EXPECT_TRUE(held.release());  // the drops for masters 3 and 4 are queued
   const auto started = steady::now();
   c.reset();
