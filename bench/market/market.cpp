@@ -27,13 +27,16 @@
 //  * dlock variants: one dlock::client shared by all workers, simple lock, fixed 10 s lease,
 //    try_acquire_until(10 s) (event-driven waiting); the release leaves with the writes
 //    (write_and_release) or, when the work wrote nothing, by lease::release_async(); the worker
-//    never waits for a release's reply. Measured with the probe's
-//    switches (--per-worker-client, --one-connection, --reentrant, --watchdog, --try-first): the
-//    shared client costs the least CPU per operation (its command connections, two by
-//    default, batch the workers' lock scripts, and waiters on one item queue locally and are
-//    woken by our own release without waiting for the PUBLISH echo); lock kind, lease mode and a
-//    first try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX)
-//    and no watchdog bookkeeping are kept. With --separate-reads/--separate-writes the work runs
+//    never waits for a release's reply. One client per process is how a service runs dlock,
+//    and the shared client costs the server the least per operation (its command connections,
+//    two by default, batch the workers' lock scripts, and waiters on one item queue locally and
+//    are woken by our own release without waiting for the PUBLISH echo). A client per worker
+//    (--per-worker-client) costs the client less and ran 8-20 % faster in session 23
+//    (docs/benchmarks.md 0.0r): a thread per worker to read its replies, where the shared
+//    client's one I/O thread wakes them all. Measured with the probe's other switches
+//    (--one-connection, --reentrant, --watchdog, --try-first): lock kind, lease mode and a first
+//    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
+//    no watchdog bookkeeping are kept. With --separate-reads/--separate-writes the work runs
 //    on each worker's own connection instead: MULTI on the shared, multiplexed connection would
 //    take in other workers' commands.
 //  * no-lock runs the lock variants' work, command for command, with no lock at all: the rate
@@ -308,6 +311,7 @@ struct tally {
 client_options lock_client_options(const std::string& url, const dlock_settings& dl) {
   auto o = client_options::from_url(url);
   o.busy_poll_under_load = dl.busy_poll_under_load;
+  if (dl.busy_poll) o.busy_poll = *dl.busy_poll;
   return o;
 }
 

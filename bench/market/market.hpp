@@ -58,6 +58,8 @@ struct dlock_settings {
   bool writes_with_release = true;
   /// client_options::busy_poll_under_load of the dlock clients.
   dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
+  /// client_options::busy_poll of the dlock clients; unset: the library's default.
+  std::optional<std::chrono::microseconds> busy_poll;
 };
 
 struct options {

@@ -4,7 +4,7 @@
 //   dlock_market_probe [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush]
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
 //                      [--try-first] [--separate-reads] [--separate-writes]
-//                      [--busy-poll-under-load never|when-it-pays|always]
+//                      [--busy-poll US] [--busy-poll-under-load never|when-it-pays|always]
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -33,7 +33,7 @@ int usage(const char* self) {
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
                "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
                "[--try-first] [--separate-reads] [--separate-writes]\n"
-               "       [--busy-poll-under-load never|when-it-pays|always]\n";
+               "       [--busy-poll US] [--busy-poll-under-load never|when-it-pays|always]\n";
   return 2;
 }
 
@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
         o.dlock.reads_with_acquisition = false;
       } else if (a == "--separate-writes") {
         o.dlock.writes_with_release = false;
+      } else if (a == "--busy-poll") {
+        o.dlock.busy_poll = std::chrono::microseconds(std::stoi(value()));
       } else if (a == "--busy-poll-under-load") {
         const std::string mode = value();
         const auto& names = dlock::bench::load_polling_names;

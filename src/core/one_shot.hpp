@@ -30,11 +30,14 @@
 
 namespace dlock::detail {
 
+/// How many threads are in one_shot::take right now, process-wide: callers parked on a reply.
+/// The connection reads it too: while none waits, nothing is about to hand its I/O thread a
+/// batch of replies, so a command is better sent by the thread that submits it.
+inline std::atomic<int> one_shot_waiters{0};
+
 #if defined(__linux__)
 /// How many one_shot waiters are spinning right now, process-wide (at most one spins).
 inline std::atomic<int> one_shot_spinners{0};
-/// How many threads are in one_shot::take right now, process-wide.
-inline std::atomic<int> one_shot_waiters{0};
 /// From this many other waiters on, none spins.
 inline constexpr int one_shot_spin_max_waiters = 16;
 /// How long the spinning waiter yields before it sleeps: about one loopback round trip.
@@ -82,7 +85,9 @@ class one_shot {
     }
     one_shot_waiters.fetch_sub(1, std::memory_order_relaxed);
 #else
+    one_shot_waiters.fetch_add(1, std::memory_order_relaxed);
     done_.wait(0, std::memory_order_acquire);
+    one_shot_waiters.fetch_sub(1, std::memory_order_relaxed);
 #endif
     return std::move(value_);
   }

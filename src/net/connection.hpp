@@ -2,12 +2,13 @@
 //
 // Any thread may submit commands. Their bytes are appended to an outbox under a short lock.
 // One party at a time is the writer and sends the whole outbox in one write; everything
-// submitted meanwhile leaves together in its next one. On an idle TCP or unix connection the
-// submitting thread that finds no writer becomes it and sends with a non-blocking send(2)
-// itself, sparing a wake-up of the I/O thread; otherwise (replies outstanding, TLS, a full
-// socket buffer) the I/O thread writes. Only the I/O thread reads: replies come back in
-// order and are matched to the callers' completions in the same order. Nothing waits on a timer
-// per command: one deadline timer is armed for the earliest deadline outstanding.
+// submitted meanwhile leaves together in its next one. On an idle TCP or unix connection, or
+// one with a single command in flight while no caller waits for a reply, the submitting thread
+// that finds no writer becomes it and sends with a non-blocking send(2) itself, sparing a
+// wake-up of the I/O thread; otherwise (callers waiting on replies, TLS, a full socket buffer)
+// the I/O thread writes. Only the I/O thread reads: replies come back in order and are matched
+// to the callers' completions in the same order. Nothing waits on a timer per command: one
+// deadline timer is armed for the earliest deadline outstanding.
 //
 // When the connection drops, every command outstanding at that moment fails at once with
 // errc::connection_lost (those already on the wire may or may not have run). Commands submitted

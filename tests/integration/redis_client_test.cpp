@@ -99,6 +99,32 @@ TEST_F(RedisClient, AsyncCallbackAndFutureBesideSync) {
   EXPECT_THROW(failing.get(), error);
 }
 
+// A caller that sends one command without waiting and then waits for the next, over and over
+// (a release sent without waiting, then the next acquisition), sends the second while the first
+// is in flight and nobody waits: from its own thread, not through the I/O thread. Every reply
+// still reaches its own command, in order.
+TEST_F(RedisClient, ACommandSentBehindOneNobodyWaitsForKeepsTheOrder) {
+  redis_client c(url());
+  const std::string counter = key("counter");
+  constexpr int rounds = 20'000;
+  std::atomic<int> async_replies{0};
+  std::atomic<int> mismatches{0};
+  for (int i = 0; i < rounds; ++i) {
+    const std::int64_t expected_async = 2 * i + 1;
+    c.command_async({"INCR", counter}, [&, expected_async](std::error_code ec, reply r) {
+      if (ec || !r.is_integer() || r.integer() != expected_async) ++mismatches;
+      ++async_replies;
+    });
+    // Replies come back in order: the asynchronous one's callback has run before this returns.
+    if (c.command({"INCR", counter}).integer() != 2 * i + 2) ++mismatches;
+    if (async_replies.load() != i + 1) ++mismatches;
+  }
+  EXPECT_EQ(mismatches.load(), 0);
+  const auto stats = c.counters();
+  EXPECT_EQ(stats.replies, stats.commands_sent);
+  EXPECT_EQ(stats.commands_sent, static_cast<std::uint64_t>(2 * rounds));
+}
+
 // 64 threads x 10,000 commands through one client: every reply reaches the caller that asked
 // (each checks its own unique values) and pipelining puts many commands in each write.
 TEST_F(RedisClient, SixtyFourThreadsShareOneConnectionWithPipelining) {
