@@ -100,9 +100,10 @@ TEST_F(RedisClient, AsyncCallbackAndFutureBesideSync) {
 }
 
 // A caller that sends one command without waiting and then waits for the next, over and over
-// (a release sent without waiting, then the next acquisition), sends the second while the first
-// is in flight and nobody waits: from its own thread, not through the I/O thread. Every reply
-// still reaches its own command, in order.
+// (a release sent without waiting, then the next acquisition), usually sends the second while
+// the first is in flight and nobody waits: from its own thread, not through the I/O thread.
+// Every reply still reaches its own command, in order. (Which thread sent it is not visible
+// from outside; the order is what this checks.)
 TEST_F(RedisClient, ACommandSentBehindOneNobodyWaitsForKeepsTheOrder) {
   redis_client c(url());
   const std::string counter = key("counter");
