@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "dlock_lua_scripts.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -138,6 +139,80 @@ TEST_F(Safety, ACounterThatNeverStartedFromTheClockIsRaisedToItNeverLowered) {
     auto after = acquire(c, kind, name, 5s);
     ASSERT_TRUE(after);
     EXPECT_GT(after.fence(), l.fence());
+  }
+}
+
+TEST_F(Safety, AReEntryAfterItsCounterWasLostReportsANewerTokenNeverALowerOne) {
+  // A counter deleted (or evicted under an allkeys-* maxmemory policy) while its lock is held:
+  // a re-entry, or a retried simple grant finding its own token, used to report the counter as
+  // it then stood, 0, below the hold's own token. Each acquire script is sent by hand twice with
+  // the same owner, the counter deleted between the two; then once more with a counter of
+  // another type, which must fail before the script writes anything.
+  client c(url());
+  raw_redis raw(server().port());
+  const script reentrant{std::string(lua::reentrant_acquire)};
+  const script simple{std::string(lua::simple_acquire)};
+  const script fair{std::string(lua::fair_acquire)};
+  const script read{std::string(lua::read_acquire)};
+  const script write{std::string(lua::write_acquire)};
+  const script multi{std::string(lua::multi_acquire)};
+  struct attempt_by_hand {
+    std::string kind;
+    const script& s;
+    std::vector<std::string> args;
+    std::int64_t again_status;  // what the second attempt answers: re-entered, or granted again
+    std::string field;          // the hash field holding the hold count (empty: a token)
+  };
+  const std::string owner = c.id() + ":1";
+  const std::vector<attempt_by_hand> cases = {
+      {"reentrant", reentrant, {"30000", owner}, 2, owner},
+      {"simple", simple, {"a1b2c3d4", "30000"}, 1, ""},
+      {"fair", fair, {"30000", owner, "30000", "1"}, 2, owner},
+      {"read", read, {"30000", owner}, 2, owner},
+      {"write", write, {"30000", owner + ":write", "30000", "1", "0"}, 2, owner + ":write"},
+      {"multi", multi, {"30000", owner}, 2, owner},
+  };
+  auto keys_for = [](const std::string& kind, const std::string& name,
+                     const std::string& counter) -> std::vector<std::string> {
+    if (kind == "fair") {
+      return {name, "redisson_lock_queue:{" + name + "}", "redisson_lock_timeout:{" + name + "}",
+              counter};
+    }
+    if (kind == "read" || kind == "write") return {name, counter, "{" + name + "}:write_intent"};
+    return {name, counter};
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.kind);
+    const auto name = key("lost-counter-" + k.kind);
+    const auto counter = keys_of_lock(name).fence_counter;
+    const auto keys = keys_for(k.kind, name, counter);
+    const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+    const std::vector<std::string_view> arg_views(k.args.begin(), k.args.end());
+    // The multi-lock's reply leads with 1 for "all granted", then a status and token per name.
+    const std::size_t at = k.kind == "multi" ? 1 : 0;
+    auto attempt = [&] { return c.redis().eval(k.s, key_views, arg_views); };
+    auto holds = [&] {
+      return k.field.empty() ? raw({"GET", name}).str() : raw({"HGET", name, k.field}).str();
+    };
+
+    const auto first = attempt();
+    ASSERT_TRUE(first.is_array()) << first.to_string();
+    ASSERT_EQ(first.at(at).integer(), 1) << first.to_string();
+    const auto first_fence = first.at(at + 1).integer();
+
+    raw({"DEL", counter});
+    const auto again = attempt();
+    ASSERT_TRUE(again.is_array()) << again.to_string();
+    ASSERT_EQ(again.at(at).integer(), k.again_status) << again.to_string();
+    EXPECT_GT(again.at(at + 1).integer(), first_fence) << "a lost counter must not report 0";
+    EXPECT_EQ(raw({"GET", counter}).str(), std::to_string(again.at(at + 1).integer()));
+
+    const auto held_before = holds();
+    raw({"DEL", counter});
+    raw({"RPUSH", counter, "not a counter"});
+    EXPECT_THROW(attempt(), error);
+    EXPECT_EQ(holds(), held_before) << "nothing written when the token cannot be drawn";
+    raw({"DEL", counter, name, "{" + name + "}:write_intent"});
   }
 }
 

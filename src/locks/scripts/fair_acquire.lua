@@ -16,11 +16,12 @@ local now = server_now_ms()
 drop_lapsed_waiters(KEYS[2], KEYS[3], now)
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local fence = held_fence(KEYS[4])
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
-  return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
+  return {2, fence}
 end
 local first = redis.call('lindex', KEYS[2], 0)
 if kind == 'none' then

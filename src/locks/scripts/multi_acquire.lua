@@ -4,8 +4,9 @@
 -- ARGV[1] lease in ms                ARGV[2] owner field "<client-uuid>:<thread-or-owner-id>"
 -- Returns {1, s1, f1, s2, f2, ...}  every name is now held by the owner: s = 1 for a new grant
 --                                   (f = its counter's next value, see _fence.lua), s = 2 for a
---                                   re-entry (f = the counter's current value; the lease is only
---                                   ever extended, as in reentrant_acquire.lua),
+--                                   re-entry (f = the counter's current value, or a new token if
+--                                   the counter was lost: held_fence in _fence.lua; the lease is
+--                                   only ever extended, as in reentrant_acquire.lua),
 --         {0, i, pttl}              name i is held by someone else (pttl -1: no expiry); nothing
 --                                   changed,
 --         an error "WRONGTYPE name i holds ..., not a lock" when name i holds something that is
@@ -44,7 +45,9 @@ end
 -- forbids INCR, say) must not leave locks nobody was told about. An unused token is harmless.
 local fences = {}
 for i = 1, n do
-  if not reentry[i] then
+  if reentry[i] then
+    fences[i] = held_fence(KEYS[2 * i])
+  else
     fences[i] = next_fence(KEYS[2 * i])
   end
 end
@@ -58,7 +61,7 @@ for i = 1, n do
       redis.call('pexpire', key, ARGV[1])
     end
     out[#out + 1] = 2
-    out[#out + 1] = tonumber(redis.call('get', KEYS[2 * i]) or '0')
+    out[#out + 1] = fences[i]
   else
     redis.call('hset', key, owner, 1)
     redis.call('pexpire', key, ARGV[1])

@@ -31,7 +31,7 @@ if not reading and not writing and redis.call('exists', KEYS[3]) == 1 then
 end
 local fence
 if reading or writing then
-  fence = tonumber(redis.call('get', KEYS[2]) or '0')
+  fence = held_fence(KEYS[2])
 else
   fence = next_fence(KEYS[2])
 end

@@ -2,8 +2,9 @@
 -- KEYS[1] lock hash       KEYS[2] fencing counter
 -- ARGV[1] lease in ms     ARGV[2] owner field "<client-uuid>:<thread-or-owner-id>"
 -- Returns {1, fence} for a new grant (fence = the counter's next value, see _fence.lua),
---         {2, fence} for a re-entry by the same owner (same hold, same fence; the lease is only
---                    ever extended, so the holder's idea of its validity stays on the safe side),
+--         {2, fence} for a re-entry by the same owner (same hold, same fence, or a new one if the
+--                    counter was lost: held_fence in _fence.lua; the lease is only ever
+--                    extended, so the holder's idea of its validity stays on the safe side),
 --         {0, pttl}  when another lock holds it (pttl -1: the key has no expiry),
 --         a WRONGTYPE error when the name holds something that is not a lock.
 --#include _fence
@@ -18,11 +19,12 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local fence = held_fence(KEYS[2])
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
-  return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+  return {2, fence}
 end
 local layout, what = lock_layout(KEYS[1], kind)
 if not layout then

@@ -4,7 +4,8 @@
 -- ARGV[1] token           ARGV[2] lease in ms
 -- Returns {1, fence} when granted, {0, pttl} when another lock holds it, a WRONGTYPE error when
 -- the name holds something that is not a lock. A retry of an attempt whose reply was lost finds
--- its own token and is granted again without a new fence.
+-- its own token and is granted again without a new fence (unless the counter was lost meanwhile:
+-- held_fence in _fence.lua).
 --#include _fence
 --#include _layout
 -- The lock is written first, with the SET NX PX the other libraries send, and the fencing token
@@ -23,8 +24,9 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+  local fence = held_fence(KEYS[2])
   redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('get', KEYS[2]) or '0')}
+  return {1, fence}
 end
 local layout, what = lock_layout(KEYS[1], kind)
 if not layout then

@@ -26,11 +26,12 @@ local function ours(intent)
   return intent == 'write:' .. ARGV[2] or intent == 'upgrade:' .. ARGV[2]
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local fence = held_fence(KEYS[2])
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
-  return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+  return {2, fence}
 end
 local intent = redis.call('get', KEYS[3])
 if upgrade then
