@@ -462,10 +462,23 @@ TEST_F(Safety, ErrorsThatWaitingCannotFixAreTypedAndCarryTheServersText) {
   client on_replica(replica.url());
   expect_error([&] { on_replica.simple(key("ro")).try_acquire_for(5s); }, errc::read_only,
                "READONLY");
-  // Out of memory: the server's own words.
+  // Out of memory (noeviction): new grants are refused in the server's own words; the holds
+  // taken before still renew and release, as docs/safety.md says.
   client c(url());
+  lease_options fixed;
+  fixed.lease_time = 10s;
+  auto held_reentrant = c.reentrant(key("oom-held-r")).try_acquire(fixed);
+  auto held_simple = c.simple(key("oom-held-s")).try_acquire(fixed);
+  ASSERT_TRUE(held_reentrant && held_simple);
   raw({"CONFIG", "SET", "maxmemory", "1"});
   expect_error([&] { c.simple(key("oom")).try_acquire(); }, errc::server_error, "OOM");
+  expect_error([&] { c.reentrant(key("oom")).try_acquire(); }, errc::server_error, "OOM");
+  EXPECT_TRUE(held_reentrant.extend(20s));
+  EXPECT_TRUE(held_simple.extend(20s));
+  EXPECT_GT(raw({"PTTL", key("oom-held-s")}).integer(), 10'000);
+  EXPECT_EQ(held_reentrant.release_checked(), release_outcome::released);
+  EXPECT_EQ(held_simple.release_checked(), release_outcome::released);
+  EXPECT_EQ(raw({"EXISTS", key("oom-held-r"), key("oom-held-s")}).integer(), 0);
   raw({"CONFIG", "SET", "maxmemory", "0"});
 }
 
