@@ -174,6 +174,64 @@ TEST_F(Locks, AReleaseByANonOwnerIsRefusedAndChangesNothing) {
   EXPECT_TRUE(s_held.release());
 }
 
+TEST_F(Locks, ABusyAttemptAnswersWithTheHoldersRemainingLeaseAndChangesNothing) {
+  // The acquire scripts sent by hand for a second owner while a first holds the lock: the answer
+  // carries the holder's PTTL (what a waiter sleeps on), -1 for a holder without an expiry, and
+  // the holder's key is left as it was.
+  auto c = make_client();
+  raw_redis raw(server().port());
+  const script simple{std::string(lua::simple_acquire)};
+  const script reentrant{std::string(lua::reentrant_acquire)};
+  const script multi{std::string(lua::multi_acquire)};
+  const auto s_name = key("busy-s"), r_name = key("busy-r");
+  const auto s_keys = keys_of_lock(s_name), r_keys = keys_of_lock(r_name);
+  ASSERT_EQ(
+      c.redis().eval(simple, {s_name, s_keys.fence_counter}, {"holder", "30000"}).at(0).integer(),
+      1);
+  ASSERT_EQ(c.redis()
+                .eval(reentrant, {r_name, r_keys.fence_counter}, {"30000", "holder:1"})
+                .at(0)
+                .integer(),
+            1);
+  const auto s_before = raw({"GET", s_name}).str();
+  const auto r_before = raw({"HGETALL", r_name});
+  for (const bool with_expiry : {true, false}) {
+    SCOPED_TRACE(with_expiry ? "with an expiry" : "without an expiry");
+    if (!with_expiry) {
+      raw({"PERSIST", s_name});
+      raw({"PERSIST", r_name});
+    }
+    const auto remaining = [&](const reply& pttl) {
+      if (!with_expiry) {
+        EXPECT_EQ(pttl.integer(), -1);
+      } else {
+        EXPECT_GT(pttl.integer(), 0);
+        EXPECT_LE(pttl.integer(), 30000);
+      }
+    };
+    const auto s_busy = c.redis().eval(simple, {s_name, s_keys.fence_counter}, {"other", "10000"});
+    ASSERT_EQ(s_busy.at(0).integer(), 0) << s_busy.to_string();
+    remaining(s_busy.at(1));
+    const auto r_busy =
+        c.redis().eval(reentrant, {r_name, r_keys.fence_counter}, {"10000", "other:1"});
+    ASSERT_EQ(r_busy.at(0).integer(), 0) << r_busy.to_string();
+    remaining(r_busy.at(1));
+    // The multi-lock names which of its names is held: the second here.
+    const auto m_busy =
+        c.redis().eval(multi,
+                       {key("busy-free"), keys_of_lock(key("busy-free")).fence_counter, r_name,
+                        r_keys.fence_counter},
+                       {"10000", "other:1"});
+    ASSERT_EQ(m_busy.at(0).integer(), 0) << m_busy.to_string();
+    EXPECT_EQ(m_busy.at(1).integer(), 2);
+    remaining(m_busy.at(2));
+    EXPECT_EQ(raw({"EXISTS", key("busy-free")}).integer(), 0) << "all or nothing";
+    EXPECT_EQ(raw({"GET", s_name}).str(), s_before);
+    EXPECT_EQ(raw({"HGETALL", r_name}), r_before);
+  }
+  raw({"DEL", s_name, r_name});
+}
+
 TEST_F(Locks, ExplicitOwnerIdsMoveALeaseBetweenThreads) {
   auto c = make_client();
   auto lock = c.reentrant(key("r"));

@@ -1,15 +1,17 @@
 -- Fragment: whether a key is a lock, judged by the layouts lock kinds use, so that a name that
 -- holds someone's data is neither waited on as if it were held nor deleted as a lock.
--- lock_layout(key, kind), `kind` being the key's TYPE, returns
---   'lock'         a lock's layout with an expiry (every lock dlock, Redisson and the SET NX
---                  libraries take has one),
---   'lock_no_ttl'  a lock's layout without an expiry: a lock someone left without a TTL, or data
---                  that happens to look like one,
---   nil, what      not a lock; `what` says what the key holds instead, e.g. 'a list'.
+-- lock_layout(key, kind, value), `kind` being the key's TYPE and `value` (optional) a string
+-- key's value if the caller read it already, returns
+--   'lock', nil, pttl         a lock's layout with an expiry (every lock dlock, Redisson and the
+--                             SET NX libraries take has one), and the key's PTTL,
+--   'lock_no_ttl', nil, -1    a lock's layout without an expiry: a lock someone left without a
+--                             TTL, or data that happens to look like one,
+--   nil, what                 not a lock; `what` says what the key holds instead, e.g. 'a list'.
+-- (The value and the PTTL are handed over so that a busy attempt reads neither twice.)
 -- The layouts: a hash whose fields are owner ids ('<id>:<thread>') holding positive hold counts,
 -- plus the 'mode' field of Redisson's read-write lock; a string holding a token: 1 to 128
 -- characters among letters, digits and + / = _ : . @ - (random hex, base64, UUIDs, host:pid).
-local function lock_layout(key, kind)
+local function lock_layout(key, kind, value)
   if kind == 'hash' then
     if redis.call('hlen', key) > 64 then
       return nil, 'a hash that is not a lock'
@@ -26,7 +28,7 @@ local function lock_layout(key, kind)
       end
     end
   elseif kind == 'string' then
-    local value = redis.call('get', key)
+    value = value or redis.call('get', key)
     if #value == 0 or #value > 128 or not string.match(value, '^[%w%+/=_:%.@%-]+$') then
       return nil, 'a string that is not a lock'
     end
@@ -34,10 +36,11 @@ local function lock_layout(key, kind)
     local phrases = {list = 'a list', set = 'a set', zset = 'a sorted set', stream = 'a stream'}
     return nil, phrases[kind] or ('a ' .. kind)
   end
-  if redis.call('pttl', key) < 0 then
-    return 'lock_no_ttl'
+  local pttl = redis.call('pttl', key)
+  if pttl < 0 then
+    return 'lock_no_ttl', nil, pttl
   end
-  return 'lock'
+  return 'lock', nil, pttl
 end
 
 -- The error a script returns when a lock name holds something else. The client turns it into

@@ -28,12 +28,12 @@ for i = 1, n do
   elseif kind == 'hash' and redis.call('hexists', key, owner) == 1 then
     reentry[i] = true
   else
-    local layout, what = lock_layout(key, kind)
+    local layout, what, pttl = lock_layout(key, kind)
     if not layout then
       return redis.error_reply('WRONGTYPE name ' .. i .. ' holds ' .. what .. ', not a lock')
     end
     if not busy then
-      busy, busy_pttl = i, redis.call('pttl', key)
+      busy, busy_pttl = i, pttl
     end
   end
 end

@@ -26,8 +26,8 @@ if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   end
   return {2, fence}
 end
-local layout, what = lock_layout(KEYS[1], kind)
+local layout, what, pttl = lock_layout(KEYS[1], kind)
 if not layout then
   return not_a_lock(what)
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, pttl}

@@ -23,13 +23,17 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, fence}
 end
 local kind = redis.call('type', KEYS[1]).ok
-if kind == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
-  local fence = held_fence(KEYS[2])
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, fence}
+local value = nil
+if kind == 'string' then
+  value = redis.call('get', KEYS[1])
+  if value == ARGV[1] then
+    local fence = held_fence(KEYS[2])
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, fence}
+  end
 end
-local layout, what = lock_layout(KEYS[1], kind)
+local layout, what, pttl = lock_layout(KEYS[1], kind, value)
 if not layout then
   return not_a_lock(what)
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, pttl}
