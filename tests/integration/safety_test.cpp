@@ -470,16 +470,25 @@ TEST_F(Safety, ErrorsThatWaitingCannotFixAreTypedAndCarryTheServersText) {
   auto held_reentrant = c.reentrant(key("oom-held-r")).try_acquire(fixed);
   auto held_simple = c.simple(key("oom-held-s")).try_acquire(fixed);
   ASSERT_TRUE(held_reentrant && held_simple);
+  auto outer = c.reentrant(key("oom-reentered")).try_acquire(fixed);
+  auto inner = c.reentrant(key("oom-reentered")).try_acquire(fixed);
+  ASSERT_TRUE(outer && inner);
   raw({"CONFIG", "SET", "maxmemory", "1"});
   expect_error([&] { c.simple(key("oom")).try_acquire(); }, errc::server_error, "OOM");
   expect_error([&] { c.reentrant(key("oom")).try_acquire(); }, errc::server_error, "OOM");
+  expect_error([&] { c.reentrant(key("oom-held-r")).try_acquire(fixed); }, errc::server_error,
+               "OOM");  // a re-entry counts up: it needs memory too
   EXPECT_TRUE(held_reentrant.extend(20s));
   EXPECT_TRUE(held_simple.extend(20s));
   EXPECT_GT(raw({"PTTL", key("oom-held-s")}).integer(), 10'000);
   EXPECT_EQ(held_reentrant.release_checked(), release_outcome::released);
   EXPECT_EQ(held_simple.release_checked(), release_outcome::released);
   EXPECT_EQ(raw({"EXISTS", key("oom-held-r"), key("oom-held-s")}).integer(), 0);
+  // Counting a re-entered hold down needs memory in Redis's eyes: refused, so unconfirmed.
+  EXPECT_EQ(inner.release_checked(), release_outcome::unconfirmed);
   raw({"CONFIG", "SET", "maxmemory", "0"});
+  outer.release();
+  raw({"DEL", key("oom-reentered")});
 }
 
 TEST_F(Safety, ANameHoldingOtherDataIsReportedNotWaitedOn) {
