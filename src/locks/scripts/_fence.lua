@@ -24,12 +24,13 @@ local function next_fence(key)
 end
 
 -- The token a re-entry (or a retried grant finding its own hold) reports: the counter as it
--- stands, since no other grant of this lock can come while the hold lasts. A counter that fell
--- below the clock's era while the lock was held (deleted by hand, evicted under an allkeys-*
--- maxmemory policy) would report a token lower than the hold's own; it is raised from the clock
--- as a new grant's would be, and the caller hears that token, never a lower one. Called before
--- the script writes anything, as next_fence is: an error here (a counter of another type, an
--- ACL) must not leave a count nobody was told about.
+-- stands (for a mutex, the hold's own token: no other grant of it comes while the hold lasts;
+-- for a read hold, the newest reader's). A counter that fell below the clock's era while the
+-- lock was held (deleted by hand, evicted under an allkeys-* maxmemory policy) would report a
+-- token lower than the hold's own; it is raised from the clock as a new grant's would be, and
+-- the caller hears that token, never a lower one. Called before the script writes anything, as
+-- next_fence is: an error here (a counter of another type, an ACL) must not leave a count
+-- nobody was told about.
 local function held_fence(key)
   local fence = tonumber(redis.call('get', key) or '0') or 0
   if fence < clock_era then
