@@ -462,8 +462,9 @@ TEST_F(Safety, ErrorsThatWaitingCannotFixAreTypedAndCarryTheServersText) {
   client on_replica(replica.url());
   expect_error([&] { on_replica.simple(key("ro")).try_acquire_for(5s); }, errc::read_only,
                "READONLY");
-  // Out of memory (noeviction): new grants are refused in the server's own words; the holds
-  // taken before still renew and release, as docs/safety.md says.
+  // Out of memory (noeviction): what needs memory (a new grant, a re-entry, counting a
+  // re-entered hold down) is refused in the server's own words; renewals and the release that
+  // ends a hold go through, as docs/safety.md says.
   client c(url());
   lease_options fixed;
   fixed.lease_time = 10s;

@@ -23,7 +23,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, fence}
 end
 local kind = redis.call('type', KEYS[1]).ok
-local value = nil
+local value
 if kind == 'string' then
   value = redis.call('get', KEYS[1])
   if value == ARGV[1] then
