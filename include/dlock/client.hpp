@@ -117,9 +117,10 @@ struct DLOCK_API client_options {
   /// How long the client's I/O thread keeps polling after handling replies before it sleeps,
   /// so that a reply arriving meanwhile needs no wake-up of a sleeping thread (on a VM that
   /// wake-up cost more than a loopback round trip). It polls while the recent round trips are
-  /// within this time and replies come back one at a time (and, as busy_poll_under_load says,
-  /// while the client is loaded). Against a server across a network, or for a few callers that
-  /// pipeline (a release sent without waiting), it sleeps as soon as it has nothing to do.
+  /// within this time (one outlier among fast ones does not stop it; two in a row do) and
+  /// replies come back one at a time (and, as busy_poll_under_load says, while the client is
+  /// loaded). Against a server across a network, or for a few callers that pipeline (a release
+  /// sent without waiting), it sleeps as soon as it has nothing to do.
   /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
   /// ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs the gain
   /// comes and goes). Costs CPU on the I/O thread while it polls: up to this long per burst of

@@ -64,8 +64,15 @@ class busy_poll_policy {
     if (!enabled()) return;  // nothing reads the averages
     trial_.note_reply();
     // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
+    // A reply that came back alone counts for at most 2 x the limit, so that one outlier among
+    // fast replies (a preempted thread, a stalled vCPU: 1 to 12 % of loopback replies on our
+    // 2-vCPU machines) does not shut the window; two in a row do, and a distant server's
+    // replies within three. A shut window costs each following reply a wake-up, which also
+    // inflates the round trip it measures and so keeps it shut longer (docs/benchmarks.md 0.0t).
     if (others_in_flight > 0)
       round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
+    else
+      round_trip = std::min<std::chrono::nanoseconds>(round_trip, 2 * limit_);
     // An exponential moving average with weight 1/4: a few slow replies close the window (one
     // that had others in flight closes it at once), a few fast ones open it again.
     average_ += (round_trip - average_) / 4;
