@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
-#include <vector>
 
 #include "net/busy_poll.hpp"
 
