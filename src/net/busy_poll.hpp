@@ -65,7 +65,7 @@ class busy_poll_policy {
     trial_.note_reply();
     // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
     // A reply that came back alone counts for at most 2 x the limit, so that one outlier among
-    // fast replies (a preempted thread, a stalled vCPU: 1 to 12 % of loopback replies on our
+    // fast replies (a preempted thread, a stalled vCPU: 2 to 11 % of loopback replies on our
     // 2-vCPU machines) does not shut the window; two in a row do, and a distant server's
     // replies within three. A shut window costs each following reply a wake-up, which also
     // inflates the round trip it measures and so keeps it shut longer (docs/benchmarks.md 0.0t).
