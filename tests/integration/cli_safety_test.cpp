@@ -2,13 +2,16 @@
 // dlock itself paused past its lease, force-unlocking keys that are not locks, servers that
 // restart, load, refuse or are replicas, names that are not UTF-8 or hold braces, newlines or a
 // leading dash, and TLS misconfigured.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -48,17 +51,54 @@ class CliSafety : public Cli {
     return path;
   }
   std::string path(const std::string& name) { return (dir_ / name).string(); }
-  /// Waits (bounded) for a condition only the server or another process can make true.
+  /// Waits (bounded) for a condition only the server or another process can make true; on
+  /// timeout, fails with what `describe` says of the state reached.
   template <class Check>
-  void wait_until(Check done, std::chrono::milliseconds limit = 30s) {
+  void wait_until(
+      Check done, std::function<std::string()> describe = [] { return std::string(); },
+      std::chrono::milliseconds limit = 30s) {
     const auto deadline = steady::now() + limit;
     while (!done()) {
-      ASSERT_LT(steady::now(), deadline) << "the condition never came true";
+      ASSERT_TRUE(steady::now() < deadline) << "the condition never came true" << describe();
       std::this_thread::sleep_for(5ms);
     }
   }
-  static void release_fifo(const std::string& path) { std::ofstream(path) << "go\n"; }
+  /// Lets the command reading the FIFO go on. Fails, rather than blocking forever, when no
+  /// reader opens it within 30 s (the command is gone: killed, say, after a lost lease).
+  static void release_fifo(const std::string& path) {
+    const auto deadline = steady::now() + 30s;
+    int fd;
+    while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
+      ASSERT_EQ(errno, ENXIO) << std::strerror(errno);  // ENXIO: no reader yet
+      ASSERT_TRUE(steady::now() < deadline) << "nothing opened " << path << " to read it";
+      std::this_thread::sleep_for(5ms);
+    }
+    EXPECT_EQ(::write(fd, "go\n", 3), 3);
+    ::close(fd);
+  }
   static bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+  /// Each thread of `pid`: its state letter and the kernel function it waits in.
+  static std::string threads_of(pid_t pid) {
+    std::string out;
+    const auto task = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ignored;
+    for (const auto& t : std::filesystem::directory_iterator(task, ignored)) {
+      std::ifstream wchan(t.path() / "wchan");
+      std::string where;
+      std::getline(wchan, where);
+      out += " [" + t.path().filename().string() + " " +
+             state_of(static_cast<pid_t>(std::stoi(t.path().filename().string()))) + " " + where +
+             "]";
+    }
+    return out;
+  }
+  /// The state letter of /proc/PID/stat ('T': stopped), or '?' if it is gone.
+  static char state_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const auto close = stat.rfind(')');
+    return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+  }
 
   std::filesystem::path dir_;
 };
@@ -111,16 +151,25 @@ TEST_F(CliSafety, ALostLeaseStopsEveryDescendantEvenThoseThatLeftTheGroup) {
 TEST_F(CliSafety, DlockPausedPastItsLeaseExits76EvenIfTheCommandSucceeded) {
   const auto go = fifo("go");
   auto run = start({"--ttl", "1s", key("p"), "--", "sh", "-c", "echo ready; read x < " + go});
-  ASSERT_TRUE(run.wait_for("ready"));
+  ASSERT_TRUE(run.wait_for("ready")) << run.drain();
   run.signal(SIGSTOP);
+  wait_until([&] { return state_of(run.pid()) == 'T'; });
   // The lease lapses while dlock is stopped; someone else takes and releases the lock.
   client c(url());
-  wait_until([&] { return !c.reentrant(key("p")).is_locked(); });
+  raw_redis raw(server().port());
+  wait_until([&] { return !c.reentrant(key("p")).is_locked(); },
+             [&] {
+               return "(PTTL " + raw({"PTTL", key("p")}).to_string() + ")";
+             });
   auto other = c.reentrant(key("p")).try_acquire_for(10s);
   ASSERT_TRUE(other);
   other.release();
-  release_fifo(go);  // the command finishes successfully, unseen by the stopped dlock
+  // The command finishes successfully, unseen by the stopped dlock. Were dlock's lease lost
+  // before the stop, the command would be gone and this would fail, not block.
+  release_fifo(go);
   run.signal(SIGCONT);
+  // Should dlock hang instead of exiting, say where each of its threads waits.
+  wait_until([&] { return state_of(run.pid()) == 'Z'; }, [&] { return threads_of(run.pid()); });
   EXPECT_EQ(run.wait(), 76) << run.drain();
 }
 
