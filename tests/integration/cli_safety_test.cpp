@@ -159,7 +159,7 @@ TEST_F(CliSafety, DlockPausedPastItsLeaseExits76EvenIfTheCommandSucceeded) {
   raw_redis raw(server().port());
   wait_until([&] { return !c.reentrant(key("p")).is_locked(); },
              [&] {
-               return "(PTTL " + raw({"PTTL", key("p")}).to_string() + ")";
+               return " (PTTL " + raw({"PTTL", key("p")}).to_string() + ")";
              });
   auto other = c.reentrant(key("p")).try_acquire_for(10s);
   ASSERT_TRUE(other);
