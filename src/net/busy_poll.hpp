@@ -63,12 +63,13 @@ class busy_poll_policy {
   void note_reply(std::chrono::nanoseconds round_trip, std::size_t others_in_flight) noexcept {
     if (!enabled()) return;  // nothing reads the averages
     trial_.note_reply();
-    // 8 x the limit: whatever the average was, this one reply lifts it past twice the limit.
-    // A reply that came back alone counts for at most 2 x the limit, so that one outlier among
-    // fast replies (a preempted thread, a stalled vCPU: 2 to 11 % of loopback replies on our
-    // 2-vCPU machines) does not shut the window; two in a row do, and a distant server's
-    // replies within three. A shut window costs each following reply a wake-up, which also
-    // inflates the round trip it measures and so keeps it shut longer (docs/benchmarks.md 0.0t).
+    // A reply that had others in flight counts for 8 x the limit: whatever the average was, it
+    // lifts it past twice the limit. A reply that came back alone counts for at most 2 x the
+    // limit, so that one outlier among fast replies (a preempted thread, a stalled vCPU: 2 to
+    // 11 % of loopback replies on our 2-vCPU machines) does not shut the window; two in a row
+    // do, and a distant server's replies within three. A shut window costs each following reply a
+    // wake-up, which also inflates the round trip it measures and so keeps it shut longer
+    // (docs/benchmarks.md 0.0t).
     if (others_in_flight > 0)
       round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
     else

@@ -83,12 +83,11 @@ class CliSafety : public Cli {
     const auto task = "/proc/" + std::to_string(pid) + "/task";
     std::error_code ignored;
     for (const auto& t : std::filesystem::directory_iterator(task, ignored)) {
+      const auto tid = t.path().filename().string();
       std::ifstream wchan(t.path() / "wchan");
       std::string where;
       std::getline(wchan, where);
-      out += " [" + t.path().filename().string() + " " +
-             state_of(static_cast<pid_t>(std::stoi(t.path().filename().string()))) + " " + where +
-             "]";
+      out += " [" + tid + " " + state_of(static_cast<pid_t>(std::stoi(tid))) + " " + where + "]";
     }
     return out;
   }
@@ -143,7 +142,7 @@ TEST_F(CliSafety, ALostLeaseStopsEveryDescendantEvenThoseThatLeftTheGroup) {
     ASSERT_TRUE(alive(p)) << p;
   client c(url());
   c.reentrant(key("t")).force_unlock();
-  EXPECT_EQ(run.wait(), 76);
+  EXPECT_EQ(run.wait(), 76) << run.drain();
   for (pid_t p : descendants)
     EXPECT_FALSE(alive(p)) << "descendant " << p << " outlived the lock";
 }
