@@ -1,6 +1,7 @@
 #include "process_tree.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -8,8 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <system_error>
 #include <unordered_map>
@@ -18,12 +17,32 @@
 namespace dlock::cli {
 namespace {
 
+// /proc/PID/stat, or "" if the process is gone. Read with read(2), not a stream: a process that
+// exits between the open and the read fails the read with ESRCH, which libstdc++'s filebuf turns
+// into an exception whatever the stream's exception mask; while a tree is being killed that is
+// the common case, and the exception ended `dlock run` (exit 70) with descendants left alive.
+std::string stat_of(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string stat;
+  char chunk[512];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) stat.clear();
+    if (n <= 0) break;
+    stat.append(chunk, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return stat;
+}
+
 // The parent of `pid` from /proc/PID/stat, or -1 if it is gone. The command name (field 2) is in
 // parentheses and may itself contain spaces and parentheses, so fields are counted after the last
 // ')'.
 pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = stat_of(pid);
   const auto close = stat.rfind(')');
   if (close == std::string::npos || close + 4 >= stat.size()) return -1;
   // ") S PPID ..."

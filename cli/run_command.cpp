@@ -192,144 +192,162 @@ int run_holding(const run_args& args, const holding_plan& plan) {
   steady::time_point kill_at{};
   std::optional<lease_lost_reason> lost;
 
-  for (;;) {
-    int timeout = -1;
-    if (killing) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now());
-      timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  // Whatever ends dlock early (an exception on the way), nothing the command started may outlive
+  // it, since nothing then holds the lock for them: PR_SET_PDEATHSIG reaches the command alone.
+  auto kill_the_tree = [&]() noexcept {
+    const auto give_up = steady::now() + 2s;
+    // Again until none is left: one may fork as its parent dies; the dead come to us as orphans.
+    while (signal_descendants(SIGKILL) > 0 && steady::now() < give_up) {
+      reap_children(child_pid, [&] { status = child->try_wait(); });
+      std::this_thread::sleep_for(5ms);
     }
-    pollfd fds[2] = {{signals.get(), POLLIN, 0}, {wake_read.get(), POLLIN, 0}};
-    const int ready = ::poll(fds, 2, timeout);
-    if (ready < 0 && errno != EINTR) throw failure(exit_software, "poll failed");
-    if (killing && steady::now() >= kill_at) {
-      // Again until none is left: one may have forked just before it was killed.
-      signal_descendants(SIGKILL);
-      kill_at = steady::now() + 100ms;
-    }
-
-    if (fds[1].revents & POLLIN) {
-      char drain[64];
-      while (::read(wake_read.get(), drain, sizeof drain) > 0) {
+  };
+  auto supervise = [&]() -> int {
+    for (;;) {
+      int timeout = -1;
+      if (killing) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now());
+        timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
       }
-      std::unique_lock lock(ev->mutex);
-      if (child_pid < 0 && ev->acquired) {
-        auto result = std::move(*ev->acquired);
-        ev->acquired.reset();
-        lock.unlock();
-        if (result.error) {
-          std::string message = result.message;
-          if (const auto generic = ": " + result.error.message();
-              message.size() > generic.size() && message.ends_with(generic)) {
-            message.resize(message.size() - generic.size());  // as message_of does
+      pollfd fds[2] = {{signals.get(), POLLIN, 0}, {wake_read.get(), POLLIN, 0}};
+      const int ready = ::poll(fds, 2, timeout);
+      if (ready < 0 && errno != EINTR) throw failure(exit_software, "poll failed");
+      if (killing && steady::now() >= kill_at) {
+        // Again until none is left: one may have forked just before it was killed.
+        signal_descendants(SIGKILL);
+        kill_at = steady::now() + 100ms;
+      }
+
+      if (fds[1].revents & POLLIN) {
+        char drain[64];
+        while (::read(wake_read.get(), drain, sizeof drain) > 0) {
+        }
+        std::unique_lock lock(ev->mutex);
+        if (child_pid < 0 && ev->acquired) {
+          auto result = std::move(*ev->acquired);
+          ev->acquired.reset();
+          lock.unlock();
+          if (result.error) {
+            std::string message = result.message;
+            if (const auto generic = ": " + result.error.message();
+                message.size() > generic.size() && message.ends_with(generic)) {
+              message.resize(message.size() - generic.size());  // as message_of does
+            }
+            if (result.error == errc::read_only) {
+              message += " (the URL names a replica; locks need the master)";
+            }
+            throw failure(exit_code_for(dlock::error(result.error, "")), message);
           }
-          if (result.error == errc::read_only) {
-            message += " (the URL names a replica; locks need the master)";
+          held = std::move(result.leases);
+          if (held.empty()) {
+            throw failure(exit_not_acquired,
+                          plan.busy + (args.wait && args.wait->count() > 0
+                                           ? "; not acquired within " + describe(*args.wait)
+                                           : ""));
           }
-          throw failure(exit_code_for(dlock::error(result.error, "")), message);
+          // The command dies with dlock (PR_SET_PDEATHSIG): if dlock is killed, the lease
+          // lapses, and the command must not go on without the lock.
+          try {
+            child.emplace(args.command, embedded::spawn_options{.env = plan.environment(held),
+                                                                .signal_mask = &original});
+            child_pid = child->pid();
+          } catch (const embedded::spawn_error& e) {
+            release_all(held);
+            throw failure(e.code().value() == ENOENT ? exit_command_not_found : exit_cannot_execute,
+                          e.what());
+          }
+          lock.lock();
         }
-        held = std::move(result.leases);
-        if (held.empty()) {
-          throw failure(exit_not_acquired,
-                        plan.busy + (args.wait && args.wait->count() > 0
-                                         ? "; not acquired within " + describe(*args.wait)
-                                         : ""));
+        if (child_pid > 0 && ev->lost && !lost) {
+          lost = ev->lost;
+          lock.unlock();
+          std::cerr << "dlock: lost " << plan.what << ": " << reason_text(*lost)
+                    << "; stopping the command and everything it started (SIGTERM, SIGKILL after "
+                    << describe(args.grace) << ")" << std::endl;
+          signal_descendants(SIGTERM);
+          killing = true;
+          kill_at = steady::now() + args.grace;
         }
-        // The command dies with dlock (PR_SET_PDEATHSIG): if dlock is killed, the lease
-        // lapses, and the command must not go on without the lock.
-        try {
-          child.emplace(args.command, embedded::spawn_options{.env = plan.environment(held),
-                                                              .signal_mask = &original});
-          child_pid = child->pid();
-        } catch (const embedded::spawn_error& e) {
-          release_all(held);
-          throw failure(e.code().value() == ENOENT ? exit_command_not_found : exit_cannot_execute,
-                        e.what());
-        }
-        lock.lock();
       }
-      if (child_pid > 0 && ev->lost && !lost) {
-        lost = ev->lost;
-        lock.unlock();
-        std::cerr << "dlock: lost " << plan.what << ": " << reason_text(*lost)
-                  << "; stopping the command and everything it started (SIGTERM, SIGKILL after "
-                  << describe(args.grace) << ")" << std::endl;
-        signal_descendants(SIGTERM);
-        killing = true;
-        kill_at = steady::now() + args.grace;
-      }
-    }
 
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo info;
-      while (::read(signals.get(), &info, sizeof info) == sizeof info) {
-        const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGCHLD) continue;  // reaped below
-        if (child_pid < 0) {
-          // Still waiting for the lock: give up at once. The pending acquisition keeps the
-          // client's I/O thread busy, so leave without running destructors; a grant that races
-          // with this is released by the lease's expiry.
-          std::cerr << "dlock: interrupted while waiting for " << plan.what << std::endl;
-          std::_Exit(128 + sig);
-        }
-        // A terminal's signal already reached the whole foreground group, the command
-        // included; forward only what a process sent to us alone. Once the command has exited,
-        // what it left running gets it.
-        if (info.ssi_code == SI_KERNEL) continue;
-        if (child && child->running()) {
-          child->signal(sig);
-        } else {
-          signal_descendants(sig);
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info;
+        while (::read(signals.get(), &info, sizeof info) == sizeof info) {
+          const int sig = static_cast<int>(info.ssi_signo);
+          if (sig == SIGCHLD) continue;  // reaped below
+          if (child_pid < 0) {
+            // Still waiting for the lock: give up at once. The pending acquisition keeps the
+            // client's I/O thread busy, so leave without running destructors; a grant that races
+            // with this is released by the lease's expiry.
+            std::cerr << "dlock: interrupted while waiting for " << plan.what << std::endl;
+            std::_Exit(128 + sig);
+          }
+          // A terminal's signal already reached the whole foreground group, the command
+          // included; forward only what a process sent to us alone. Once the command has exited,
+          // what it left running gets it.
+          if (info.ssi_code == SI_KERNEL) continue;
+          if (child && child->running()) {
+            child->signal(sig);
+          } else {
+            signal_descendants(sig);
+          }
         }
       }
-    }
 
-    if (child_pid < 0) continue;
-    const bool none_left = reap_children(child_pid, [&] { status = child->try_wait(); });
-    if (!status) continue;
-    if (!none_left) {
-      if (!told_of_leftovers) {
-        told_of_leftovers = true;
-        std::cerr << "dlock: the command exited (status " << *status << "); holding " << plan.what
-                  << " until the " << descendants().size()
-                  << " process(es) it left running have exited too" << std::endl;
+      if (child_pid < 0) continue;
+      const bool none_left = reap_children(child_pid, [&] { status = child->try_wait(); });
+      if (!status) continue;
+      if (!none_left) {
+        if (!told_of_leftovers) {
+          told_of_leftovers = true;
+          std::cerr << "dlock: the command exited (status " << *status << "); holding " << plan.what
+                    << " until the " << descendants().size()
+                    << " process(es) it left running have exited too" << std::endl;
+        }
+        continue;
       }
-      continue;
-    }
 
-    // The command and all it started are gone. Was the lock ours the whole time?
-    {
-      std::lock_guard lock(ev->mutex);
-      if (ev->lost) lost = ev->lost;
-    }
-    if (!lost && !all_valid(held)) lost = lease_lost_reason::expired;  // dlock itself was paused
-    const auto until = valid_until(held);
-    const auto outcome = release_all(held);
-    if (lost) {
-      std::cerr << "dlock: " << plan.what
-                << " was lost while the command ran: " << reason_text(*lost) << std::endl;
-      return args.lost_exit_code;
-    }
-    switch (outcome) {
-      case release_outcome::released:
-        return *status;
-      case release_outcome::not_held:
+      // The command and all it started are gone. Was the lock ours the whole time?
+      {
+        std::lock_guard lock(ev->mutex);
+        if (ev->lost) lost = ev->lost;
+      }
+      if (!lost && !all_valid(held)) lost = lease_lost_reason::expired;  // dlock itself was paused
+      const auto until = valid_until(held);
+      const auto outcome = release_all(held);
+      if (lost) {
         std::cerr << "dlock: " << plan.what
-                  << " was no longer held when the command ended: it was lost while it ran"
-                  << std::endl;
+                  << " was lost while the command ran: " << reason_text(*lost) << std::endl;
         return args.lost_exit_code;
-      case release_outcome::unconfirmed:
-        if (steady::now() >= until) {
-          std::cerr << "dlock: could not confirm the release of " << plan.what
-                    << ", and its lease has run out: it may have been lost while the command ran"
+      }
+      switch (outcome) {
+        case release_outcome::released:
+          return *status;
+        case release_outcome::not_held:
+          std::cerr << "dlock: " << plan.what
+                    << " was no longer held when the command ended: it was lost while it ran"
                     << std::endl;
           return args.lost_exit_code;
-        }
-        std::cerr << "dlock: warning: could not confirm the release of " << plan.what
-                  << "; it was held throughout and expires within " << describe(args.ttl)
-                  << std::endl;
-        return *status;
+        case release_outcome::unconfirmed:
+          if (steady::now() >= until) {
+            std::cerr << "dlock: could not confirm the release of " << plan.what
+                      << ", and its lease has run out: it may have been lost while the command ran"
+                      << std::endl;
+            return args.lost_exit_code;
+          }
+          std::cerr << "dlock: warning: could not confirm the release of " << plan.what
+                    << "; it was held throughout and expires within " << describe(args.ttl)
+                    << std::endl;
+          return *status;
+      }
+      return *status;
     }
-    return *status;
+  };
+  try {
+    return supervise();
+  } catch (...) {
+    kill_the_tree();
+    throw;
   }
 }
 

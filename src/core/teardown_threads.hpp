@@ -1,12 +1,12 @@
 // Teardowns that cannot run on the thread that starts them, on threads of their own that the
 // process still joins before it exits.
 //
-// A client whose last owner lets go inside a callback on its own I/O thread cannot be torn down
-// there: the teardown joins that thread. It used to finish on a detached thread, and a process
-// that returned from main meanwhile ran exit's cleanups (OpenSSL's atexit handler, the statics'
-// destructors) under it: a crash at exit, seen as `dlock run` dying of SIGSEGV after it had
-// decided its exit status. Here, exit waits for them instead. The registry is built when the
-// first client is created (teardown_threads::prepare() in lock_core::create), after the
+// A client whose last owner lets go inside a callback on its own I/O thread (a user's callback
+// dropping its copy of a lock; the core's own handlers own nothing, lock_core::unowned) cannot be
+// torn down there: the teardown joins that thread. On a detached thread, a process that returned
+// from main meanwhile would run exit's cleanups (OpenSSL's atexit handler, the statics'
+// destructors) under it and crash. Here, exit waits for them instead. The registry is built when
+// the first client is created (teardown_threads::prepare() in lock_core::create), after the
 // libraries it uses registered their own cleanups, so its destructor runs before theirs: exit
 // runs handlers in the reverse order of their registration.
 #pragma once

@@ -208,6 +208,20 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
  private:
   reply wait_for_reply(const std::function<void(net::reply_callback)>& send);
+  /// Wraps `handler`, work of the core's own on the I/O thread (a timer, a posted step, a
+  /// renewal's reply, an unlock message), so that it runs only while the core is still owned
+  /// and never owns it itself. A handler that owned the core made the I/O thread its last owner
+  /// whenever the user let go meanwhile (a lost lease wakes its holder, which closes the client
+  /// and returns from main): the teardown then had to finish on a thread of its own, which raced
+  /// exit's cleanups (`dlock run` died of SIGSEGV after deciding its exit status). Unowned, the
+  /// user's last release tears the core down on the user's thread. The core cannot vanish under
+  /// a running handler: its destructor does its work on the I/O thread, after the handler.
+  template <class Handler>
+  auto unowned(Handler handler) {
+    return [alive = weak_from_this(), handler = std::move(handler)](auto&&... args) mutable {
+      if (!alive.expired()) handler(std::forward<decltype(args)>(args)...);
+    };
+  }
   struct op;
   using queue = waiter_queue<std::shared_ptr<op>>;
   struct runtime;

@@ -75,15 +75,12 @@ void lock_core::queue_direct_first(const std::string& channel) {
 
 void lock_core::subscribe(queue& q, const std::string& channel) {
   if (q.subscription != 0 || q.empty()) return;
-  std::weak_ptr<lock_core> weak = weak_from_this();
-  q.subscription = topology_->subscribe(
-      q.front()->node, channel,
-      [weak, channel](std::string_view, std::string_view message) {
-        if (auto self = weak.lock()) self->on_unlock_message(channel, message);
-      },
-      [weak, channel] {
-        if (auto self = weak.lock()) self->on_subscribed(channel);
-      });
+  q.subscription =
+      topology_->subscribe(q.front()->node, channel,
+                           unowned([this, channel](std::string_view, std::string_view message) {
+                             on_unlock_message(channel, message);
+                           }),
+                           unowned([this, channel] { on_subscribed(channel); }));
 }
 
 void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
@@ -98,10 +95,9 @@ void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
 void lock_core::arm_linger_sweep() {
   if (std::exchange(rt_->linger_armed, true)) return;
   rt_->linger_timer.expires_after(linger_time);
-  rt_->linger_timer.async_wait([weak = weak_from_this()](std::error_code ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->end_idle_subscriptions();
-  });
+  rt_->linger_timer.async_wait(unowned([this](std::error_code ec) {
+    if (!ec) end_idle_subscriptions();
+  }));
 }
 
 void lock_core::end_idle_subscriptions() {

@@ -12,17 +12,13 @@ namespace dlock::detail {
 
 void lock_core::after_grant(const grant_registry::added& a) {
   if (a.earlier_expiry) {
-    io().post([weak = weak_from_this()] {
-      if (auto self = weak.lock()) self->arm_expiry_check();
-    });
+    io().post(unowned([this] { arm_expiry_check(); }));
   }
   if (a.g->watchdog) {
     // A grant whose reply was slow to come has less validity left than the watchdog's rhythm
     // assumes: renew it now rather than at the next round, which may come too late.
     const bool soon = grants_.valid_until(*a.g) - steady::now() < 2 * watchdog_period_;
-    io().post([weak = weak_from_this(), soon] {
-      if (auto self = weak.lock()) self->schedule_renewal(soon);
-    });
+    io().post(unowned([this, soon] { schedule_renewal(soon); }));
   }
 }
 
@@ -35,10 +31,9 @@ void lock_core::schedule_renewal(bool soon) {
   } else {
     rt_->renew_timer.expires_after(watchdog_period_);
   }
-  rt_->renew_timer.async_wait([weak = weak_from_this()](std::error_code ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->renew_all();
-  });
+  rt_->renew_timer.async_wait(unowned([this](std::error_code ec) {
+    if (!ec) renew_all();
+  }));
 }
 
 // One round: every watchdog lease, in batches per node, slot and kind, handed to the topology at
@@ -64,31 +59,28 @@ void lock_core::renew_all() {
       items.push_back({&g->names->name, &g->owner, grants_.lease_time(*g)});
     auto grants = std::make_shared<std::vector<std::shared_ptr<grant>>>(b.grants);
     b.kind->renew(*topology_, b.where.node, items, deadline,
-                  [weak = weak_from_this(), grants, sent_at](std::error_code ec, reply r) mutable {
-                    auto self = weak.lock();
+                  unowned([this, grants, sent_at](std::error_code ec, const reply& r) {
                     // A failed round changes nothing: if no later round succeeds in time, the
                     // expiry check declares the leases lost.
                     // Renewed on the master only (too few replicas acknowledged): holds
                     // are still held, but their validity stays where the replicas have it.
                     const bool acknowledged = ec != errc::not_replicated;
                     if (!acknowledged) ec = {};
-                    if (!self || ec || !r.is_array() || r.elements().size() != grants->size())
-                      return;
+                    if (ec || !r.is_array() || r.elements().size() != grants->size()) return;
                     for (std::size_t i = 0; i < grants->size(); ++i) {
                       const auto& g = (*grants)[i];
                       const auto& v = r.elements()[i];
                       if (v.is_integer() && v.integer() == 1) {
                         if (!acknowledged) continue;
-                        self->grants_.renewed(
-                            *g, self->validity_end(sent_at, self->grants_.lease_time(*g)));
-                        self->counters.leases_renewed.fetch_add(1, std::memory_order_relaxed);
+                        grants_.renewed(*g, validity_end(sent_at, grants_.lease_time(*g)));
+                        counters.leases_renewed.fetch_add(1, std::memory_order_relaxed);
                       } else if (v.is_integer() && v.integer() == renewal_undecided) {
                         continue;  // RedLock: too few masters answered to tell; not renewed
                       } else {
-                        self->lose(g, lease_lost_reason::not_held);
+                        lose(g, lease_lost_reason::not_held);
                       }
                     }
-                  });
+                  }));
   }
   counters.renewal_calls.fetch_add(batches.size(), std::memory_order_relaxed);
   counters.renewal_rounds.fetch_add(1, std::memory_order_relaxed);
@@ -100,10 +92,9 @@ void lock_core::arm_expiry_check() {
   const auto at = grants_.next_expiry();
   if (at == steady::time_point::max()) return;
   rt_->expiry_timer.expires_at(at);
-  rt_->expiry_timer.async_wait([weak = weak_from_this()](std::error_code ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->check_expiry();
-  });
+  rt_->expiry_timer.async_wait(unowned([this](std::error_code ec) {
+    if (!ec) check_expiry();
+  }));
 }
 
 void lock_core::check_expiry() {

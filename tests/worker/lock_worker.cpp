@@ -15,6 +15,11 @@
 //                       hold with the watchdog and write RESOURCE with write_while_held every
 //                       2 ms until a write is refused; prints "writing" after the first
 //   lock_worker handoff URL KIND NAME THREADS             each thread acquires once, releases
+//   lock_worker lose-and-exit URL NAME LEASE_MS
+//                       a simple lock with a fixed lease, left to expire; on_lost wakes main
+//                       and then keeps the I/O thread busy for a while; main closes the client
+//                       and checks that this joined the I/O thread (else prints "threads N"
+//                       and exits 3), then returns from main
 //
 // URL is a server's or a redis-sentinel:// URL, "cluster:URL,URL..." for a cluster's seeds, or
 // "redlock:URL,URL..." for RedLock's independent masters.
@@ -22,6 +27,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -207,6 +213,46 @@ dlock::client_options options_for(const std::string& target) {
   return dlock::client_options::from_url(target);
 }
 
+// What `dlock run` does when its lease is lost: on_lost wakes the main thread, which lets
+// everything go and returns from main. Closing the client must join its I/O thread even though
+// that thread is still busy with the loss: if the client outlived its last handle there, its
+// teardown would race exit's cleanups.
+int lose_and_exit(const std::string& url, const std::string& name,
+                  std::chrono::milliseconds lease) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool lost = false;
+  {
+    const dlock::client c(url);
+    dlock::lease_options o;
+    o.lease_time = lease;
+    o.on_lost = [&](dlock::lease_lost_reason) {
+      {
+        const std::lock_guard lock(m);
+        lost = true;
+        cv.notify_one();
+      }
+      // The rest of the loss's work on the I/O thread, drawn out so that main is sure to close
+      // the client meanwhile.
+      std::this_thread::sleep_for(20ms);
+    };
+    auto held = c.simple(name).acquire(o);
+    say("acquired");
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return lost; });
+  }
+  std::size_t threads = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)t;
+    ++threads;
+  }
+  if (threads != 1) {
+    say("threads " + std::to_string(threads));
+    return 3;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,6 +283,9 @@ int main(int argc, char** argv) {
       o.watchdog_lease = std::chrono::milliseconds(std::stol(a[4]));
       o.watchdog_period = std::chrono::milliseconds(std::stol(a[5]));
       return write_held(dlock::client(o), a[2], a[3], a[6]);
+    }
+    if (a.size() == 4 && a[0] == "lose-and-exit") {
+      return lose_and_exit(a[1], a[2], std::chrono::milliseconds(std::stol(a[3])));
     }
     if (a.size() == 5 && a[0] == "handoff") {
       return handoff(dlock::client(options_for(a[1])), a[2], a[3], std::stoi(a[4]));
