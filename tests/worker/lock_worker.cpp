@@ -18,8 +18,8 @@
 //   lock_worker lose-and-exit URL NAME LEASE_MS
 //                       a simple lock with a fixed lease, left to expire; on_lost wakes main
 //                       and then keeps the I/O thread busy for a while; main closes the client
-//                       and checks that this joined the I/O thread (else prints "threads N, M
-//                       before the client" and exits 3), then returns from main
+//                       and checks that this joined the I/O thread (else says so and exits
+//                       3), then returns from main
 //
 // URL is a server's or a redis-sentinel:// URL, "cluster:URL,URL..." for a cluster's seeds, or
 // "redlock:URL,URL..." for RedLock's independent masters.
@@ -213,27 +213,16 @@ dlock::client_options options_for(const std::string& target) {
   return dlock::client_options::from_url(target);
 }
 
-// This process's threads.
-std::size_t thread_count() {
-  std::size_t n = 0;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
-    (void)t;
-    ++n;
-  }
-  return n;
-}
-
 // What `dlock run` does when its lease is lost: on_lost wakes the main thread, which lets
 // everything go and returns from main. Closing the client must join its I/O thread even though
 // that thread is still busy with the loss: if the client outlived its last handle there, its
 // teardown would race exit's cleanups.
 int lose_and_exit(const std::string& url, const std::string& name,
                   std::chrono::milliseconds lease) {
-  // Before the client: a sanitizer's runtime may have threads of its own.
-  const auto threads_before = thread_count();
   std::mutex m;
   std::condition_variable cv;
   bool lost = false;
+  pid_t io_thread = 0;
   {
     const dlock::client c(url);
     dlock::lease_options o;
@@ -242,6 +231,7 @@ int lose_and_exit(const std::string& url, const std::string& name,
       {
         const std::lock_guard lock(m);
         lost = true;
+        io_thread = ::gettid();
         cv.notify_one();
       }
       // The rest of the loss's work on the I/O thread, drawn out so that main is sure to close
@@ -253,9 +243,8 @@ int lose_and_exit(const std::string& url, const std::string& name,
     std::unique_lock lock(m);
     cv.wait(lock, [&] { return lost; });
   }
-  if (const auto threads = thread_count(); threads != threads_before) {
-    say("threads " + std::to_string(threads) + ", " + std::to_string(threads_before) +
-        " before the client");
+  if (std::filesystem::exists("/proc/self/task/" + std::to_string(io_thread))) {
+    say("the I/O thread (" + std::to_string(io_thread) + ") outlived the client");
     return 3;
   }
   return 0;
