@@ -39,6 +39,15 @@ class CliSafety : public Cli {
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
+    // A test that failed before releasing its FIFO leaves a reader blocked on it for good (a
+    // descendant dlock did not, or could not, stop). Opening the FIFO for writing wakes a reader
+    // blocked in its open; unlinking it first keeps new readers out; closing it then ends every
+    // reader's read at end-of-file. (O_RDWR never blocks on a FIFO under Linux.)
+    for (const auto& f : fifos_) {
+      const int fd = ::open(f.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+      ::unlink(f.c_str());
+      if (fd >= 0) ::close(fd);
+    }
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
     Cli::TearDown();
@@ -48,6 +57,7 @@ class CliSafety : public Cli {
   std::string fifo(const std::string& name) {
     const auto path = (dir_ / name).string();
     EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    fifos_.push_back(path);
     return path;
   }
   std::string path(const std::string& name) { return (dir_ / name).string(); }
@@ -110,14 +120,16 @@ class CliSafety : public Cli {
   }
 
   std::filesystem::path dir_;
+  std::vector<std::string> fifos_;
 };
 
 TEST_F(CliSafety, TheLockIsHeldUntilEveryProcessTheCommandStartedHasExited) {
   const auto go = fifo("go");
   const auto out = path("late-write");
   // sh starts a grandchild that ignores SIGTERM and writes after the test lets it, then exits.
+  // (Only if let: a FIFO closed by TearDown ends the read at end-of-file, with nothing written.)
   auto run = start({key("g"), "--", "sh", "-c",
-                    "(trap '' TERM; read x < " + go + "; echo late > " + out + ") & exit 0"});
+                    "(trap '' TERM; read x < " + go + " && echo late > " + out + ") & exit 0"});
   const auto note = run.wait_for("dlock: the command exited (status 0)");
   ASSERT_TRUE(note) << "dlock must say it waits for what the command left running";
   client c(url());
