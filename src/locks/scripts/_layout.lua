@@ -32,6 +32,10 @@ local function lock_layout(key, kind, value)
     if #value == 0 or #value > 128 or not string.match(value, '^[%w%+/=_:%.@%-]+$') then
       return nil, 'a string that is not a lock'
     end
+    -- A fencing counter is kept with an expiry (_fence.lua), as a lock is; its name tells it.
+    if string.sub(key, 1, 20) == 'redisson_lock_token:' and string.match(value, '^%d+$') then
+      return nil, 'a counter'
+    end
   else
     local phrases = {list = 'a list', set = 'a set', zset = 'a sorted set', stream = 'a stream'}
     return nil, phrases[kind] or ('a ' .. kind)
