@@ -147,12 +147,10 @@ struct DLOCK_API client_options {
   std::chrono::milliseconds drift_floor{2};
   /// Where fencing tokens come from. Empty (the default): one counter per lock name,
   /// `redisson_lock_token:{NAME}`, as Redisson's fenced lock keeps it; that key stays after the
-  /// lock is gone, for a day from the grant that started it (then the name's next grant starts
-  /// it again from the server's clock; docs/safety.md). Set to a key name to draw every lock's
-  /// tokens from that one counter instead (kept a day the same way): tokens still strictly
-  /// increase for each lock (they increase overall), and locks on many names in a day leave no
-  /// key each. For a standalone server (a script cannot reach two cluster slots); all clients
-  /// locking a name must agree on it.
+  /// lock is gone, one per name ever locked. Set to a key name to draw every lock's tokens from
+  /// that one counter instead: tokens still strictly increase for each lock (they increase
+  /// overall), and locks on millions of names leave no key each. For a standalone server (a
+  /// script cannot reach two cluster slots); all clients locking a name must agree on it.
   std::string fence_counter;
 
   /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://` and

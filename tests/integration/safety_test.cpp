@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -143,41 +142,18 @@ TEST_F(Safety, ACounterThatNeverStartedFromTheClockIsRaisedToItNeverLowered) {
   }
 }
 
-// A lock per order id used to leave a fencing counter behind for every name ever locked, kept
-// forever. A counter started from the clock is now kept a day (_fence.lua); the grants after it
-// do not extend that (INCR keeps an expiry), and the first grant after it expired starts again
-// from the clock, above every token the old counter handed out.
-TEST_F(Safety, AFencingCounterIsKeptADayAndTheGrantAfterItExpiresCountsOnFromTheClock) {
+// A fencing counter holds digits, which a lock's token may be too; without an expiry it is
+// told apart by that (a lock always has one), but an operator or a tool may give it one. Its
+// name tells it apart then: neither an acquisition nor a forced unlock takes it for a lock.
+TEST_F(Safety, AFencingCounterIsNeverTakenForALock) {
   client c(url());
   raw_redis raw(server().port());
-  constexpr std::int64_t day_ms = 86'400'000;
+  const auto counter = keys_of_lock(key("counted")).fence_counter;
+  c.simple(key("counted")).try_acquire().release();
+  const auto value = raw({"GET", counter}).str();
+  raw({"PEXPIRE", counter, "600000"});
   for (const std::string kind : {"reentrant", "simple"}) {
     SCOPED_TRACE(kind);
-    const auto name = key("kept-a-day-" + kind);
-    const auto counter = keys_of_lock(name).fence_counter;
-    std::uint64_t last = 0;
-    std::int64_t started_with = 0;
-    for (int grant = 0; grant < 3; ++grant) {
-      auto l = acquire(c, kind, name, 5s);
-      ASSERT_TRUE(l);
-      EXPECT_GT(l.fence(), last);
-      last = l.fence();
-      const auto ttl = raw({"PTTL", counter}).integer();
-      EXPECT_GT(ttl, day_ms - 60'000) << "grant " << grant;
-      EXPECT_LE(ttl, day_ms);
-      if (grant == 0) started_with = ttl;
-      EXPECT_LE(ttl, started_with) << "a grant must not extend the counter's day";
-      l.release();
-    }
-    // The day ends.
-    raw({"PEXPIRE", counter, "1"});
-    wait_until([&] { return raw({"EXISTS", counter}).integer() == 0; });
-    auto after = acquire(c, kind, name, 5s);
-    ASSERT_TRUE(after);
-    EXPECT_GT(after.fence(), last);
-    EXPECT_GT(raw({"PTTL", counter}).integer(), day_ms - 60'000) << "a new day starts";
-    after.release();
-    // With its expiry, the counter looks like a simple lock's token; its name tells it apart.
     try {
       acquire(c, kind, counter, 10s);
       ADD_FAILURE() << "a counter taken for a lock";
@@ -187,44 +163,11 @@ TEST_F(Safety, AFencingCounterIsKeptADayAndTheGrantAfterItExpiresCountsOnFromThe
           << e.what();
     }
   }
-  // A counter with no expiry, as earlier versions of dlock and Redisson's fenced lock leave it,
-  // is not given one: that would cost a command on every grant.
-  const auto name = key("kept-forever");
-  const auto counter = keys_of_lock(name).fence_counter;
-  raw({"SET", counter, "4000000000000000"});
-  auto l = c.simple(name).try_acquire();
-  ASSERT_TRUE(l);
-  EXPECT_EQ(l.fence(), 4'000'000'000'000'001u);
-  EXPECT_EQ(raw({"PTTL", counter}).integer(), -1);
-}
-
-// RedLock's write-back raises a master's counter to the grant's token (fence_raise.lua). A
-// counter it raises or creates is kept a full day from the raise (the token may come from
-// another master's clock, and this master's own clock must pass it before the counter starts
-// again from it); a counter kept forever stays so.
-TEST_F(Safety, ARaisedCounterIsKeptADayFromTheRaiseAndNeverLowered) {
-  client c(url());
-  raw_redis raw(server().port());
-  const script raise{std::string(lua::fence_raise)};
-  const auto counter = keys_of_lock(key("raised")).fence_counter;
-  auto raise_to = [&](const std::string& token) {
-    const std::array<std::string_view, 1> keys{counter};
-    const std::array<std::string_view, 1> args{token};
-    return c.redis().eval(raise, keys, args).integer();
-  };
-  EXPECT_EQ(raise_to("4000000000000000"), 4'000'000'000'000'000);
-  EXPECT_GT(raw({"PTTL", counter}).integer(), 86'400'000 - 60'000) << "created: kept a day";
-
-  raw({"PEXPIRE", counter, "600000"});
-  EXPECT_EQ(raise_to("4000000000000100"), 4'000'000'000'000'100);
-  EXPECT_GT(raw({"PTTL", counter}).integer(), 86'400'000 - 60'000) << "raised: a day from it";
-
-  raw({"PERSIST", counter});
-  EXPECT_EQ(raise_to("4000000000000200"), 4'000'000'000'000'200);
-  EXPECT_EQ(raw({"PTTL", counter}).integer(), -1) << "kept forever: stays so";
-
-  EXPECT_EQ(raise_to("4000000000000050"), 4'000'000'000'000'200) << "never lowered";
-  EXPECT_EQ(raw({"GET", counter}).str(), "4000000000000200");
+  for (const auto check :
+       {force_unlock_check::layout_and_expiry, force_unlock_check::confirmed_kind}) {
+    EXPECT_THROW(c.simple(counter).force_unlock(check), error);
+  }
+  EXPECT_EQ(raw({"GET", counter}).str(), value) << "the counter must be left as it was";
 }
 
 TEST_F(Safety, AReEntryAfterItsCounterWasLostReportsANewerTokenNeverALowerOne) {

@@ -7,14 +7,7 @@
 -- one command. A result below 10^15 (2001 in microseconds) was never started from a clock: the
 -- counter was absent, started at 1 by Redisson, or left small by a script that failed after its
 -- INCR (an ACL that forbids TIME or SET). It restarts from the clock, which only raises it.
--- A counter started from the clock is kept for counter_retention_ms, then expires: a lock per
--- order id or per item would otherwise leave a key behind for every name ever locked. Letting it
--- go is as safe as losing it to a flush (above): when it starts again from the clock a day
--- later, the clock has moved past everything it handed out unless it averaged more than a
--- million tokens a second. INCR keeps the expiry, so the path every grant takes is unchanged,
--- and a name still in use starts a new counter at its first grant after the day ends.
 local clock_era = 1e15
-local counter_retention_ms = 86400000
 
 local function next_fence(key)
   local fence = redis.call('incr', key)
@@ -23,7 +16,7 @@ local function next_fence(key)
     local now = redis.call('time')
     local clock = now[1] .. string.format('%06d', tonumber(now[2]))
     if tonumber(clock) > fence then
-      redis.call('set', key, clock, 'px', counter_retention_ms)
+      redis.call('set', key, clock)
       fence = redis.call('incr', key)
     end
   end
