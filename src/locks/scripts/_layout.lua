@@ -32,7 +32,8 @@ local function lock_layout(key, kind, value)
     if #value == 0 or #value > 128 or not string.match(value, '^[%w%+/=_:%.@%-]+$') then
       return nil, 'a string that is not a lock'
     end
-    -- A fencing counter is kept with an expiry (_fence.lua), as a lock is; its name tells it.
+    -- A fencing counter someone gave an expiry looks like a lock holding a number; its name
+    -- tells it apart.
     if string.sub(key, 1, 20) == 'redisson_lock_token:' and string.match(value, '^%d+$') then
       return nil, 'a counter'
     end
