@@ -41,7 +41,7 @@ class CliSafety : public Cli {
   void TearDown() override {
     // A test that failed before releasing its FIFO leaves a reader blocked on it for good (a
     // descendant dlock did not, or could not, stop). Opening the FIFO for writing wakes a reader
-    // blocked in its open; unlinking it first keeps new readers out; closing it then ends every
+    // blocked in its open; unlinking it keeps new readers out; closing it then ends every
     // reader's read at end-of-file. (O_RDWR never blocks on a FIFO under Linux.)
     for (const auto& f : fifos_) {
       const int fd = ::open(f.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
