@@ -312,6 +312,7 @@ client_options lock_client_options(const std::string& url, const dlock_settings&
   auto o = client_options::from_url(url);
   o.busy_poll_under_load = dl.busy_poll_under_load;
   if (dl.busy_poll) o.busy_poll = *dl.busy_poll;
+  o.fence_counter = dl.fence_counter;
   return o;
 }
 
@@ -1213,8 +1214,11 @@ report run(const options& o) {
                "once and its reply handled in the background; the worker does not wait"},
         {"lock_names", "coarse lock:market:, fine lock:<itemid>.<sellerid> (the book's keys)"},
         {"fencing_keys",
-         "every grant INCRs the lock's fencing counter (dlock/keys.hpp), which is never "
-         "deleted: dlock-fine leaves one counter key per item listed"}}},
+         dl.fence_counter.empty()
+             ? "every grant INCRs the lock's fencing counter (dlock/keys.hpp), which is never "
+               "deleted: dlock-fine leaves one counter key per item listed"
+             : "every grant INCRs the one counter " + dl.fence_counter +
+                   " (client_options::fence_counter): no key per item"}}},
       {"no_lock",
        "the lock variants' work (the same commands, each worker on its own connection) with no "
        "lock at all: what the work alone sustains, a ceiling for what locking costs. NOT safe: "

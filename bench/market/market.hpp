@@ -60,6 +60,9 @@ struct dlock_settings {
   dlock::load_polling busy_poll_under_load = dlock::load_polling::when_it_pays;
   /// client_options::busy_poll of the dlock clients; unset: the library's default.
   std::optional<std::chrono::microseconds> busy_poll;
+  /// client_options::fence_counter of the dlock clients: every lock's tokens from this one
+  /// counter instead of a counter per item; empty: the library's default (a counter per name).
+  std::string fence_counter;
 };
 
 struct options {

@@ -5,6 +5,7 @@
 //                      [--json] [--per-worker-client] [--one-connection] [--reentrant] [--watchdog]
 //                      [--try-first] [--separate-reads] [--separate-writes]
 //                      [--busy-poll US] [--busy-poll-under-load never|when-it-pays|always]
+//                      [--fence-counter KEY]
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -33,7 +34,8 @@ int usage(const char* self) {
             << " [--seconds S] [--variants a,b] [--loads 1/1,5/5] [--url U --flush] [--json]\n"
                "       [--per-worker-client] [--one-connection] [--reentrant] [--watchdog] "
                "[--try-first] [--separate-reads] [--separate-writes]\n"
-               "       [--busy-poll US] [--busy-poll-under-load never|when-it-pays|always]\n";
+               "       [--busy-poll US] [--busy-poll-under-load never|when-it-pays|always]\n"
+               "       [--fence-counter KEY]\n";
   return 2;
 }
 
@@ -82,6 +84,8 @@ int main(int argc, char** argv) {
         o.dlock.reads_with_acquisition = false;
       } else if (a == "--separate-writes") {
         o.dlock.writes_with_release = false;
+      } else if (a == "--fence-counter") {
+        o.dlock.fence_counter = value();
       } else if (a == "--busy-poll") {
         o.dlock.busy_poll = std::chrono::microseconds(std::stoi(value()));
       } else if (a == "--busy-poll-under-load") {
