@@ -33,8 +33,9 @@ local function lock_layout(key, kind, value)
       return nil, 'a string that is not a lock'
     end
     -- A fencing counter someone gave an expiry looks like a lock holding a number; its name
-    -- tells it apart.
-    if string.sub(key, 1, 20) == 'redisson_lock_token:' and string.match(value, '^%d+$') then
+    -- (dlock/keys.hpp, fence_counter_prefix) tells it apart.
+    local counter_prefix = 'redisson_lock_token:'
+    if string.sub(key, 1, #counter_prefix) == counter_prefix and string.match(value, '^%d+$') then
       return nil, 'a counter'
     end
   else
