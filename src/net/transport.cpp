@@ -54,6 +54,10 @@ class stream_transport : public transport {
 
   const connection_options options_;  // a copy: pending handlers may outlive the connection
   Stream stream_;
+  // Set by close(). A connecting step that completes after it reports nothing: whoever asked
+  // closed this transport and may be gone (a client torn down while its TLS handshake was still
+  // on the wire read a freed connection, found by TSan). I/O thread only.
+  bool closed_ = false;
 };
 
 // TCP, with or without TLS on top: resolve the host, try each address, then `on_connected`.
@@ -71,7 +75,7 @@ class ip_transport : public stream_transport<Stream> {
             std::error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
           // Name resolution runs on asio's own thread and cannot be interrupted: its completion
           // may come after close(), when whoever asked may be gone. Nothing is reported then.
-          if (closed_) return;
+          if (this->closed_) return;
           if (ec) {
             done(errc::connect_failed,
                  "cannot resolve " + endpoint_text(this->options_) + ": " + ec.message());
@@ -79,6 +83,7 @@ class ip_transport : public stream_transport<Stream> {
           }
           asio::async_connect(socket(), endpoints,
                               [self, this, done](std::error_code connect_ec, const auto&) {
+                                if (this->closed_) return;
                                 if (connect_ec) {
                                   this->connect_failed(done, connect_ec);
                                   return;
@@ -90,7 +95,7 @@ class ip_transport : public stream_transport<Stream> {
         });
   }
   void close() noexcept override {
-    closed_ = true;
+    this->closed_ = true;
     resolver_.cancel();
     std::error_code ignored;
     socket().close(ignored);
@@ -102,7 +107,6 @@ class ip_transport : public stream_transport<Stream> {
 
  private:
   asio::ip::tcp::resolver resolver_;
-  bool closed_ = false;  // I/O thread only
 };
 
 class tcp_transport final : public ip_transport<asio::ip::tcp::socket> {
@@ -136,6 +140,7 @@ class tls_transport final : public ip_transport<asio::ssl::stream<asio::ip::tcp:
     handshaking_ = true;
     stream_.async_handshake(asio::ssl::stream_base::client, [self = shared_from_this(), this,
                                                              done](std::error_code ec) {
+      if (closed_) return;
       if (ec) {
         done(errc::tls_failed,
              "TLS handshake with " + endpoint_text(options_) + " failed: " + openssl_reason(ec));
@@ -160,6 +165,7 @@ class unix_transport final : public stream_transport<asio::local::stream_protoco
     stream_.async_connect(
         asio::local::stream_protocol::endpoint(options_.unix_path),
         [self = shared_from_this(), this, done = std::move(done)](std::error_code ec) {
+          if (closed_) return;
           if (ec) {
             connect_failed(done, ec);
             return;
@@ -168,6 +174,7 @@ class unix_transport final : public stream_transport<asio::local::stream_protoco
         });
   }
   void close() noexcept override {
+    closed_ = true;
     std::error_code ignored;
     stream_.close(ignored);
   }
