@@ -317,21 +317,31 @@ class checker {
   }
 
   void liveness() {
-    std::vector<std::int64_t> times = {in_.t_start, in_.t_end};
+    std::vector<std::int64_t> grant_times;
     for (const auto& g : grants_)
-      times.push_back(g.t_grant);
-    std::sort(times.begin(), times.end());
-    for (std::size_t i = 1; i < times.size(); ++i) {
-      const double gap = static_cast<double>(times[i] - times[i - 1]) / 1e6;
-      r_.max_no_grant_ms = std::max(r_.max_no_grant_ms, gap);
-      if (gap > 1000) r_.no_grant_over_1s_ms += gap;
+      grant_times.push_back(g.t_grant);
+    std::sort(grant_times.begin(), grant_times.end());
+    std::int64_t previous = in_.t_start;
+    for (const auto t : grant_times) {
+      no_grant_between(previous, t);
+      previous = t;
     }
+    no_grant_between(previous, in_.t_end);
     for (const auto& [kind, t_end] : faults_) {
-      const auto next = std::upper_bound(times.begin(), times.end(), t_end);
-      const auto until = next == times.end() ? in_.t_end : *next;
-      auto& worst = r_.max_recovery_ms[kind];
-      worst = std::max(worst, static_cast<double>(std::max<std::int64_t>(0, until - t_end)) / 1e6);
+      const auto next = std::upper_bound(grant_times.begin(), grant_times.end(), t_end);
+      const bool recovered = next != grant_times.end();
+      const double ms =
+          static_cast<double>(std::max<std::int64_t>(0, (recovered ? *next : in_.t_end) - t_end)) /
+          1e6;
+      r_.max_recovery_ms[kind] = std::max(r_.max_recovery_ms[kind], ms);
+      if (!recovered) r_.never_recovered.emplace_back(kind, ms);
     }
+  }
+
+  void no_grant_between(std::int64_t from, std::int64_t to) {
+    const double gap = static_cast<double>(to - from) / 1e6;
+    r_.max_no_grant_ms = std::max(r_.max_no_grant_ms, gap);
+    if (gap > 1000) r_.no_grant_over_1s_ms += gap;
   }
 
   std::string ms_text(std::int64_t ns) const {

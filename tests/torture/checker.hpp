@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlock::torture {
@@ -75,6 +76,9 @@ struct check_report {
   double no_grant_over_1s_ms = 0;  ///< all stretches of more than 1 s without a grant, summed
   /// By fault kind: the longest time from a fault's end to the next grant of any lock.
   std::map<std::string, double> max_recovery_ms;
+  /// Faults after whose end nobody got any lock again: (kind, ms from the fault's end to the
+  /// run's end). One that ended well before the end means the service never came back.
+  std::vector<std::pair<std::string, double>> never_recovered;
 
   /// client_stats summed over the workers that exited cleanly at the end.
   std::uint64_t stats_workers = 0, stats_born_dead = 0, stats_leases_lost = 0,

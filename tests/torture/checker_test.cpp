@@ -174,6 +174,22 @@ TEST_F(Checker, MeasuresHowLongAKilledHoldersLockStaysUnavailable) {
   EXPECT_EQ(r.lost_in_fact, 0u) << "a killed holder never released: not a loss it could miss";
 }
 
+// The liveness the run's verdict judges: a fault after which some lock was granted recovered; one
+// after which nobody got any lock until the run's end did not, however fast the run went before.
+TEST_F(Checker, NamesTheFaultsNoGrantFollowed) {
+  worker(1, grant(1, 1, 10, 0, 10, 1, 20));
+  worker(2, grant(2, 1, 11, 300, 450, 3, 500));
+  nemesis({"F client-pause " + ms(100) + " " + ms(400),
+           "F restart-empty " + ms(1000) + " " + ms(1200)});
+  const auto r = run(10'000);
+  EXPECT_NEAR(r.max_recovery_ms.at("client-pause"), 50, 1);
+  EXPECT_NEAR(r.max_recovery_ms.at("restart-empty"), 8800, 1);
+  ASSERT_EQ(r.never_recovered.size(), 1u);
+  EXPECT_EQ(r.never_recovered[0].first, "restart-empty");
+  EXPECT_NEAR(r.never_recovered[0].second, 8800, 1);
+  EXPECT_NEAR(r.max_no_grant_ms, 9550, 1);
+}
+
 TEST_F(Checker, CountsLinesItCannotRead) {
   worker(1, grant(1, 1, 10, 0, 10, 1, 20));
   worker(1, {"O 1 1 lock 10 w 3 0 7", "V 9 9 " + ms(5) + " 1", "X what"});

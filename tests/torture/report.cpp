@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -53,6 +54,12 @@ std::vector<std::string> verdict(const check_report& r, const run_info& info) {
   if (r.grants < info.min_grants) {
     out.push_back(std::to_string(r.grants) + " grants, fewer than --min-grants " +
                   std::to_string(info.min_grants));
+  }
+  for (const auto& [kind, ms] : r.never_recovered) {
+    if (ms > static_cast<double>(never_recovered_leases * info.lease_ms)) {
+      out.push_back("no lock was granted in the " + std::to_string(std::lround(ms)) +
+                    " ms between a '" + kind + "' fault's end and the run's");
+    }
   }
   for (const auto k : info.faults) {
     const auto it = r.faults.find(std::string(fault_name(k)));
@@ -114,6 +121,7 @@ std::string text_report(const check_report& r, const run_info& info,
     recovery += ms(v);
   }
   row("fault end to next grant, longest", recovery.empty() ? "none" : recovery);
+  row("faults never followed by a grant", n(r.never_recovered.size()));
   row("workers", "started " + n(r.workers_started) + ", unexpected exits " +
                      std::to_string(info.unexpected_worker_exits));
   row("client stats (clean exits)",
@@ -175,6 +183,7 @@ std::string json_report(const check_report& r, const run_info& info,
   j["max_no_grant_ms"] = r.max_no_grant_ms;
   j["no_grant_over_1s_ms"] = r.no_grant_over_1s_ms;
   j["max_recovery_ms"] = r.max_recovery_ms;
+  j["never_recovered"] = r.never_recovered;
   j["workers_started"] = r.workers_started;
   j["unexpected_worker_exits"] = info.unexpected_worker_exits;
   j["client_stats"] = {{"workers", r.stats_workers},

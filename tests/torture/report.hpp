@@ -11,6 +11,10 @@
 
 namespace dlock::torture {
 
+/// A fault that ended this many leases before the run did and was never followed by a grant fails
+/// the run: recovery takes a lease or two (a dead holder's lease running out, a reconnect).
+inline constexpr int never_recovered_leases = 10;
+
 /// How the run was set up, for the report's header.
 struct run_info {
   std::uint64_t seed = 0;
@@ -19,6 +23,7 @@ struct run_info {
   std::vector<fault_kind> faults{};
   std::string writes = "fenced";  ///< --writes
   std::uint64_t min_grants = 0;
+  std::int64_t lease_ms = 1000;  ///< --lease-ms
   std::string dir{};
   int unexpected_worker_exits = 0;
   proxy_counters proxy{};
@@ -26,7 +31,9 @@ struct run_info {
 
 /// Why the run failed; empty if it passed. A run fails if a stale write was accepted, an update
 /// was lost, a lost lease went unsignalled, it made fewer than `min_grants` grants, an enabled
-/// fault kind never happened, or the checker could not read every log line.
+/// fault kind never happened, nobody got a lock again after a fault that ended more than
+/// `never_recovered_leases` leases before the run did, or the checker could not read every log
+/// line.
 std::vector<std::string> verdict(const check_report& r, const run_info& info);
 
 std::string text_report(const check_report& r, const run_info& info,

@@ -129,6 +129,7 @@ int run_in(const options& o, const std::string& dir) {
                 .faults = faults,
                 .writes = o.writes,
                 .min_grants = o.min_grants,
+                .lease_ms = o.lease_ms,
                 .dir = dir};
   check_report report;
   bool completed = false;
