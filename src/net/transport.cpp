@@ -37,13 +37,17 @@ class stream_transport : public transport {
       : options_(o), stream_(std::forward<Args>(args)...) {}
 
   void async_read_some(asio::mutable_buffer b, io_handler done) override {
-    stream_.async_read_some(b, [self = shared_from_this(), done = std::move(done)](
-                                   std::error_code ec, std::size_t n) { done(ec, n); });
+    stream_.async_read_some(b, [self = shared_from_this(), this, done = std::move(done)](
+                                   std::error_code ec, std::size_t n) {
+      if (!closed_) done(ec, n);
+    });
   }
   void async_write(asio::const_buffer b, io_handler done) override {
     asio::async_write(stream_, b,
-                      [self = shared_from_this(), done = std::move(done)](
-                          std::error_code ec, std::size_t n) { done(ec, n); });
+                      [self = shared_from_this(), this, done = std::move(done)](std::error_code ec,
+                                                                                std::size_t n) {
+                        if (!closed_) done(ec, n);
+                      });
   }
 
  protected:
@@ -54,9 +58,10 @@ class stream_transport : public transport {
 
   const connection_options options_;  // a copy: pending handlers may outlive the connection
   Stream stream_;
-  // Set by close(). A connecting step that completes after it reports nothing: whoever asked
-  // closed this transport and may be gone (a client torn down while its TLS handshake was still
-  // on the wire read a freed connection, found by TSan). I/O thread only.
+  // Set by close(). Nothing that completes after it is reported: whoever asked closed this
+  // transport and may be gone. A client torn down while its TLS handshake was still on the wire
+  // read a freed connection (found by TSan); a TLS read or write can likewise finish its
+  // cancellation a hop after close(), behind a topology's release of the node. I/O thread only.
   bool closed_ = false;
 };
 

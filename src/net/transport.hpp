@@ -35,9 +35,10 @@ class transport : public std::enable_shared_from_this<transport> {
   /// True once TCP is connected and a TLS handshake is under way (for messages: a plaintext
   /// server never answers one, so the attempt times out there).
   virtual bool in_tls_handshake() const noexcept { return false; }
-  /// Handlers keep the transport alive until they have run, so it may be dropped at any time
-  /// after `close`.
-  /// Cancels outstanding operations (their handlers run with an error) and closes the socket.
+  /// Cancels outstanding operations and closes the socket. No handler given to this transport
+  /// is called after `close` (on the I/O thread), so whoever gave them may be gone by the time
+  /// the cancellations complete; the pending operations keep the transport itself alive, so it
+  /// may be dropped at any time after `close`.
   virtual void close() noexcept = 0;
 };
 

@@ -2,6 +2,8 @@
 // failures and recovery, authentication, TLS, unix sockets, scripts and pub/sub.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <asio/io_context.hpp>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "net/transport.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -485,6 +488,43 @@ TEST_F(RedisClientTls, UntrustedCertificateIsRejectedUnlessVerificationIsOff) {
     FAIL() << "loaded a missing CA file";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::tls_failed);
+  }
+}
+
+// No handler given to a transport runs after its close(): the connection that gave them may be
+// gone by then (a cluster or sentinel topology lets a node's client go while the shared I/O
+// thread goes on), and a TLS read or write can finish its cancellation a hop after a plain one.
+// Before this held, both handlers below ran with operation_aborted.
+TEST_F(RedisClientTls, ATransportCallsNoHandlerAfterClose) {
+  for (const bool tls : {false, true}) {
+    SCOPED_TRACE(tls ? "TLS" : "TCP");
+    asio::io_context io;
+    connection_options o;
+    o.host = "localhost";
+    o.port = tls ? server().tls_port() : server().port();
+    o.tls.enabled = tls;
+    o.tls.ca_file = ca_->ca_cert;
+    auto t = net::make_transport(io, o, tls ? net::make_tls_context(o.tls) : nullptr);
+    bool connected = false;
+    t->async_connect([&](std::error_code ec, const std::string& detail) {
+      EXPECT_FALSE(ec) << detail;
+      connected = true;
+    });
+    while (!connected && io.run_one() > 0) {
+    }
+    ASSERT_TRUE(connected);
+
+    std::array<char, 64> room{};
+    static const std::string ping = "*1\r\n$4\r\nPING\r\n";
+    int reads = 0, writes = 0;
+    t->async_read_some(asio::buffer(room), [&](std::error_code, std::size_t) { ++reads; });
+    t->async_write(asio::buffer(ping), [&](std::error_code, std::size_t) { ++writes; });
+    t->close();
+    t.reset();     // the pending operations keep it alive until they complete
+    io.restart();  // run_one() stopped it when the connect left nothing pending
+    EXPECT_GE(io.run(), 2u) << "the cancelled read and write completed";
+    EXPECT_EQ(reads, 0);
+    EXPECT_EQ(writes, 0);
   }
 }
 
