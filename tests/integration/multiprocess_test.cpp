@@ -154,7 +154,8 @@ TEST_P(MultiProcess, APausedHoldersWritesUnderItsLeaseNeverLandOnceAnotherTookTh
 
 // 8 waiters in each of two processes queue for a lock; when it is released each gets it in
 // turn and releases at once. The waiters sleep until they are told: across the whole run the
-// clients send at most 3 commands per acquisition (a polling client sends hundreds).
+// clients send at most 57 / 16 = 3.56 commands per acquisition (the count is worked out in
+// topology_test.cpp's twin of this test; a polling client sends hundreds).
 TEST_P(MultiProcess, HandOffAmongSixteenWaitersInTwoProcessesWithoutPolling) {
   client c(url());
   auto held = acquire_for(c, key("lock"), 0ms);
@@ -185,7 +186,7 @@ TEST_P(MultiProcess, HandOffAmongSixteenWaitersInTwoProcessesWithoutPolling) {
   EXPECT_EQ(fences.size(), 16u) << "every grant has its own fencing token";
   const double per_acquisition = static_cast<double>(client_commands(raw) - before) / 16.0;
   std::cout << "[ info ] " << per_acquisition << " client commands per acquisition\n";
-  EXPECT_LE(per_acquisition, 3.0);
+  EXPECT_LE(per_acquisition, 57.0 / 16);
 }
 
 // A lost lease wakes its holder, which closes its client and returns from main while the I/O

@@ -165,7 +165,13 @@ TEST_P(Topology, HandOffAmongSixteenWaitersInTwoProcessesWithoutPolling) {
   const double per_acquisition = static_cast<double>(client_commands() - before) / 16.0;
   std::cout << "[ info ] " << GetParam() << ": " << per_acquisition
             << " client commands per acquisition\n";
-  EXPECT_LE(per_acquisition, 3.0);
+  // Without polling and without a herd: each process's first waiter finds the lock held (2
+  // attempts; its other threads queue behind it), each of the 17 releases (ours included) wakes
+  // at most the two processes' front waiters (34 attempts, 16 of them winning), and each process
+  // subscribes and unsubscribes once (4): at most 57 / 16 = 3.56. How many woken waiters lose
+  // depends on timing (2.69-3.06 measured; 3.0, the bound before, failed once under load).
+  // Every waiter attempting on each release, or polling, costs several more per acquisition.
+  EXPECT_LE(per_acquisition, 57.0 / 16);
 }
 
 // Ten thousand watchdog leases: every round renews them all, each node's share in one
