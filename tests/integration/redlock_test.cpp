@@ -145,14 +145,16 @@ class RedLockKinds : public RedLock, public ::testing::WithParamInterface<std::s
 INSTANTIATE_TEST_SUITE_P(Kinds, RedLockKinds, ::testing::Values("simple", "reentrant"),
                          [](const auto& param_info) { return param_info.param; });
 
+// 2,000 contended acquisitions (8 processes x 250), each a quorum round on five masters. At
+// 4,000 each kind took 140 s under ASan, CI's longest tests; the single-server twins keep 4,000.
 TEST_P(RedLockKinds, EightProcessesKeepANonAtomicCounterExactOnFiveMasters) {
-  auto workers = counting_workers(8, GetParam(), 500);
+  auto workers = counting_workers(8, GetParam(), 250);
   for (auto& w : workers) {
     EXPECT_EQ(w.wait_for("done", 300s), "done");
     EXPECT_EQ(w.wait(), 0);
   }
   raw_redis data(data_port());
-  EXPECT_EQ(data({"GET", key("counter")}).str(), "4000");
+  EXPECT_EQ(data({"GET", key("counter")}).str(), "2000");
   for (std::size_t i = 0; i < kMasters; ++i) {
     raw_redis m(master(i).port());
     if (m({"EXISTS", key("lock")}).integer() == 0) continue;
