@@ -103,6 +103,10 @@ std::uint64_t delete_matching(redis_client& r, const std::vector<std::string>& p
 // ---- statistics ----
 
 double median(std::vector<double> v);
+/// a / b, or 0 when b is 0 (a reference that measured nothing gives no ratio).
+double ratio_of(double a, double b);
+/// This process's user plus system CPU time so far, in seconds (getrusage(RUSAGE_SELF)).
+double process_cpu_seconds();
 /// The p-th percentile (0 ≤ p ≤ 100, nearest rank) of `v`, sorting it; 0 for an empty vector.
 double percentile(std::vector<double>& v, double p);
 

@@ -1,7 +1,5 @@
 #include "cluster_scenarios.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -25,19 +23,6 @@ namespace dlock::bench {
 namespace {
 
 using namespace std::chrono_literals;
-
-const char* const standalone_name = "the same on one standalone redis-server";
-
-void report(const bench_settings& s, const std::string& message) {
-  if (s.progress) s.progress(message);
-}
-
-double ratio_of(double a, double b) {
-  return b != 0 ? a / b : 0;
-}
-double ratio_of(std::uint64_t a, std::uint64_t b) {
-  return ratio_of(static_cast<double>(a), static_cast<double>(b));
-}
 
 void check(const topology_settings& s) {
   if (s.standalone.url.empty()) throw std::invalid_argument("topology_settings: no standalone url");
@@ -309,15 +294,6 @@ std::vector<scenario_result> run_cluster_throughput(const topology_settings& ts,
 
 namespace {
 
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const auto tv = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return tv(u.ru_utime) + tv(u.ru_stime);
-}
-
 struct watchdog_figures {
   std::uint64_t rounds = 0;
   std::uint64_t calls = 0;
@@ -388,10 +364,10 @@ watchdog_figures hold_and_measure(const bench_settings& s, client_options co,
   const int periods = std::max(
       {2, o.periods,
        static_cast<int>(std::ceil(s.seconds * 1000.0 / static_cast<double>(o.period.count())))});
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = clock_type::now();
   std::this_thread::sleep_for(o.period * periods);
-  f.cpu_share = (cpu_seconds() - cpu0) / seconds_between(t0, clock_type::now());
+  f.cpu_share = (process_cpu_seconds() - cpu0) / seconds_between(t0, clock_type::now());
   wait_rounds(before.renewal_rounds + static_cast<std::uint64_t>(periods),
               clock_type::now() + 2 * o.period);
   const auto after = quiet_stats(clock_type::now() + o.period);

@@ -1,7 +1,5 @@
 #include "lock_scenarios.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -35,6 +33,10 @@ client_options with_client_knobs(const bench_settings& s, client_options o) {
   return o;
 }
 
+void report(const bench_settings& s, const std::string& line) {
+  if (s.progress) s.progress(line);
+}
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -43,14 +45,6 @@ using namespace std::chrono_literals;
 const std::vector<std::string> bench_key_patterns{"dlock-bench:*",
                                                   keys_of_lock("dlock-bench:*").fence_counter,
                                                   keys_of_lock("dlock-bench:*").unlock_channel};
-
-void report(const bench_settings& s, const std::string& message) {
-  if (s.progress) s.progress(message);
-}
-
-double ratio_of(double a, double b) {
-  return b != 0 ? a / b : 0;
-}
 
 int rounds_of(const bench_settings& s) {
   return std::max(1, s.rounds);
@@ -891,19 +885,6 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
 // =============================================================================================
 // 4. watchdog
 
-namespace {
-
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const auto tv = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return tv(u.ru_utime) + tv(u.ru_stime);
-}
-
-}  // namespace
-
 std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdog_options& o) {
   check_settings(s);
   if (o.leases == 0) throw std::invalid_argument("watchdog needs at least one lease");
@@ -966,10 +947,10 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
     const int periods = std::max(
         o.periods,
         static_cast<int>(std::ceil(s.seconds * 1000.0 / static_cast<double>(o.period.count()))));
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = process_cpu_seconds();
     const auto t0 = clock_type::now();
     std::this_thread::sleep_for(o.period * periods);
-    const double cpu1 = cpu_seconds();
+    const double cpu1 = process_cpu_seconds();
     const auto t1 = clock_type::now();
     const double wall = seconds_between(t0, t1);
     const double cpu_share = (cpu1 - cpu0) / wall;

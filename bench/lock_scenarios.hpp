@@ -97,6 +97,13 @@ struct bench_settings {
 /// -1, busy_poll_under_load): what every scenario's measured clients use, on every topology.
 client_options with_client_knobs(const bench_settings& s, client_options o);
 
+/// Hands `line` to `s.progress`, when there is one.
+void report(const bench_settings& s, const std::string& line);
+
+/// The reference row of the topology scenarios (cluster, RedLock): the same scenario run on one
+/// standalone server.
+inline constexpr const char* standalone_name = "the same on one standalone redis-server";
+
 // ---- 1. uncontended ----------------------------------------------------------------------------
 
 /// Sequential lock+unlock pairs from one thread on one key, fixed 30 s lease (no watchdog):

@@ -7,8 +7,6 @@
 // spend to serve it. Each round runs the modes in turn, in a fresh client each; medians over the
 // rounds are reported. docs/benchmarks.md 0.0k.
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,16 +37,6 @@ struct settings {
   std::string url;
 };
 
-// User plus system CPU time of the whole process, in seconds.
-double process_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 struct sample {
   double pairs_per_second = 0;
   double cpu_share = 0;  // of one core
@@ -64,7 +52,7 @@ sample measure(const settings& cfg, dlock::load_polling mode) {
   const auto start = clock_type::now() + std::chrono::milliseconds(50);
   const auto end = start + std::chrono::duration_cast<clock_type::duration>(
                                std::chrono::duration<double>(cfg.seconds));
-  const double cpu_before = process_cpu_seconds();
+  const double cpu_before = bench::process_cpu_seconds();
   std::vector<std::thread> threads;
   for (int t = 0; t < cfg.threads; ++t) {
     threads.emplace_back([&, t] {
@@ -82,7 +70,7 @@ sample measure(const settings& cfg, dlock::load_polling mode) {
   }
   for (auto& t : threads)
     t.join();
-  const double cpu = process_cpu_seconds() - cpu_before;
+  const double cpu = bench::process_cpu_seconds() - cpu_before;
   const std::chrono::duration<double> elapsed = clock_type::now() - start;
   if (failures.load() > 0) throw std::runtime_error("a lock on a private name was not granted");
   return {static_cast<double>(pairs.load()) / elapsed.count(), cpu / elapsed.count()};

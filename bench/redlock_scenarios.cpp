@@ -18,14 +18,8 @@ namespace dlock::bench {
 
 namespace {
 
-const char* const standalone_name = "the same on one standalone redis-server";
-
-double ratio_of(double a, double b) {
-  return b != 0 ? a / b : 0;
-}
-
 // One side of a comparison: how to make a client for it, and the rates of its slices.
-struct side {
+struct compared_client {
   std::string name;
   client_options options;
   std::vector<double> rates;
@@ -34,8 +28,8 @@ struct side {
 // Runs `slice_of(side)` for each side in `rounds` interleaved slices, rotating which goes
 // first, and returns {RedLock's median, standalone's median}. `third`, when given, is a third
 // slice of each round, in the rotation.
-std::pair<double, double> interleaved(int rounds, std::array<side, 2>& sides,
-                                      const std::function<double(side&)>& slice_of,
+std::pair<double, double> interleaved(int rounds, std::array<compared_client, 2>& sides,
+                                      const std::function<double(compared_client&)>& slice_of,
                                       const std::function<void()>& third = {}) {
   for (auto& sd : sides)
     sd.rates.clear();
@@ -140,9 +134,10 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
   auto say = [&](const std::string& m) {
     if (st.progress) st.progress(m);
   };
-  std::array<side, 2> sides{
-      side{"redlock", with_client_knobs(st, client_options::redlock_masters(s.masters)), {}},
-      side{"standalone", with_client_knobs(st, client_options::from_url(st.url)), {}}};
+  std::array<compared_client, 2> sides{
+      compared_client{
+          "redlock", with_client_knobs(st, client_options::redlock_masters(s.masters)), {}},
+      compared_client{"standalone", with_client_knobs(st, client_options::from_url(st.url)), {}}};
   lease_options lo;
   lo.lease_time = o.lease;
   std::vector<scenario_result> results;
@@ -153,7 +148,7 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
       std::array<std::unique_ptr<client>, 2> clients;
       for (std::size_t k = 0; k < 2; ++k)
         clients[k] = std::make_unique<client>(sides[k].options);
-      const auto medians = interleaved(rounds, sides, [&](side& sd) {
+      const auto medians = interleaved(rounds, sides, [&](compared_client& sd) {
         auto& c = *clients[&sd == &sides[0] ? 0 : 1];
         const std::string name = "dlock-bench:rl:uncontended:" + kind;
         const auto run = run_timed(1, slice, [&](int) {
@@ -199,7 +194,7 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
     }
     const auto medians = interleaved(
         rounds, sides,
-        [&](side& sd) {
+        [&](compared_client& sd) {
           const auto run = run_throughput_load(locks[&sd == &sides[0] ? 0 : 1], load, slice, lo,
                                                "redlock throughput");
           say(format("redlock throughput %s %-10s %8.0f pairs/s", label.c_str(), sd.name.c_str(),
@@ -223,7 +218,7 @@ std::vector<scenario_result> run_redlock(const redlock_settings& s, const redloc
         clients[k].push_back(std::make_unique<client>(sides[k].options));
     }
     std::array<std::vector<double>, 2> handoffs;
-    const auto medians = interleaved(rounds, sides, [&](side& sd) {
+    const auto medians = interleaved(rounds, sides, [&](compared_client& sd) {
       const std::size_t k = &sd == &sides[0] ? 0 : 1;
       std::atomic<int> last{-1};
       std::atomic<std::uint64_t> changes{0};

@@ -26,10 +26,36 @@ if(DLOCK_BUILD_CLI AND NOT DLOCK_MAN_PAGE STREQUAL "OFF")
   endif()
 endif()
 
+# The license (Apache-2.0, LICENSE) in Debian's machine-readable copyright format, with the full
+# text, so that a package, or a plain `cmake --install`, carries it in share/doc/<package>/.
+file(READ ${PROJECT_SOURCE_DIR}/LICENSE license_text)
+string(REGEX REPLACE "[ \t]+\n" "\n" license_text "${license_text}")
+string(STRIP "${license_text}" license_text)
+# DEP-5: each line of the text indented by one space, an empty line written as " .".
+string(REPLACE "\n" "\n " license_text "${license_text}")
+string(REPLACE "\n \n" "\n .\n" license_text "${license_text}")
+string(REPLACE "\n \n" "\n .\n" license_text "${license_text}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/copyright
+"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: dlock
+
+Files: *
+Copyright: 2026 The dlock authors
+License: Apache-2.0
+ ${license_text}
+")
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/copyright
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/libdlock-dev COMPONENT dev)
+if(DLOCK_BUILD_CLI)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/copyright
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/dlock COMPONENT cli)
+endif()
+
 set(CPACK_PACKAGE_NAME dlock)
 set(CPACK_PACKAGE_VENDOR "dlock")
 set(CPACK_PACKAGE_CONTACT "dlock maintainers <dlock@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)

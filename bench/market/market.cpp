@@ -47,8 +47,6 @@
 //    one item shows there. The tables and JSON are report.cpp's.
 #include "market/market.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -69,6 +67,7 @@
 
 #include <dlock/dlock.hpp>
 
+#include "bench_support.hpp"
 #include "embedded/redis_server.hpp"
 #include "market/text.hpp"
 
@@ -251,13 +250,6 @@ double percentile(std::vector<T>& v, double p) {
   std::sort(v.begin(), v.end());
   const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
   return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
-}
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return secs(u.ru_utime) + secs(u.ru_stime);
 }
 
 // A field of INFO (e.g. "used_cpu_user"), as a number; 0 if missing.
@@ -855,7 +847,7 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   const double server_cpu0 =
       info_number(admin, "cpu", "used_cpu_user") + info_number(admin, "cpu", "used_cpu_sys");
   const double commands0 = info_number(admin, "stats", "total_commands_processed");
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = bench::process_cpu_seconds();
 
   auto guarded = [&ctx](auto&& body) {
     return [&ctx, body = std::forward<decltype(body)>(body)]() mutable {
@@ -892,7 +884,7 @@ run_result run_once(const std::string& url, redis_client& admin, const variant_i
   if (ctx.error) std::rethrow_exception(ctx.error);
 
   run_result out;
-  out.client_cpu = cpu_seconds() - cpu0;
+  out.client_cpu = bench::process_cpu_seconds() - cpu0;
   out.server_cpu = info_number(admin, "cpu", "used_cpu_user") +
                    info_number(admin, "cpu", "used_cpu_sys") - server_cpu0;
   out.server_commands = info_number(admin, "stats", "total_commands_processed") - commands0;

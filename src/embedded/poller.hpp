@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
 
 namespace dlock::embedded {
@@ -25,5 +26,10 @@ class poller {
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::milliseconds pause_{2};
 };
+
+/// "250 ms": a poller's timeout as the error messages print it.
+inline std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
 
 }  // namespace dlock::embedded

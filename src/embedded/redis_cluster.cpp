@@ -56,10 +56,6 @@ std::map<std::string, std::string> replication_links(const std::string& cluster_
   return links;
 }
 
-std::string ms(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " ms";
-}
-
 }  // namespace
 
 bool cluster_available() {

@@ -13,10 +13,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string ms(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " ms";
-}
-
 // SENTINEL MASTER answers a flat array of names and values.
 std::string field(const resp_value& flat, const std::string& name) {
   for (std::size_t i = 0; i + 1 < flat.elements.size(); i += 2) {

@@ -12,6 +12,7 @@
 
 #include "dlock/dlock.hpp"
 #include "redis_fixture.hpp"
+#include "sanitizers.hpp"
 
 namespace dlock::testing {
 namespace {
@@ -106,7 +107,7 @@ TEST_F(BusyPoll, ALoadedClientCompletesEveryCallUnderEachRule) {
     SCOPED_TRACE(static_cast<int>(under_load));
     client c(options(50us, under_load));
     constexpr int threads_n = 16;
-    constexpr int per_thread = 1'000;
+    constexpr int per_thread = fewer_under_sanitizers(1'000, 4);
     std::atomic<int> granted{0}, released{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < threads_n; ++t) {

@@ -14,6 +14,7 @@
 #include "dlock/dlock.hpp"
 #include "net/transport.hpp"
 #include "redis_fixture.hpp"
+#include "sanitizers.hpp"
 
 namespace dlock::testing {
 namespace {
@@ -134,7 +135,7 @@ TEST_F(RedisClient, ACommandSentBehindOneNobodyWaitsForKeepsTheOrder) {
 TEST_F(RedisClient, SixtyFourThreadsShareOneConnectionWithPipelining) {
   redis_client c(url());
   constexpr int threads = 64;
-  constexpr int per_thread = 10'000;
+  constexpr int per_thread = fewer_under_sanitizers(10'000, 10);
   std::atomic<int> mismatches{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {

@@ -20,6 +20,7 @@
 #include "dlock/dlock.hpp"
 #include "polling.hpp"
 #include "redis_fixture.hpp"
+#include "sanitizers.hpp"
 
 namespace dlock::testing {
 namespace {
@@ -145,8 +146,8 @@ class RedLockKinds : public RedLock, public ::testing::WithParamInterface<std::s
 INSTANTIATE_TEST_SUITE_P(Kinds, RedLockKinds, ::testing::Values("simple", "reentrant"),
                          [](const auto& param_info) { return param_info.param; });
 
-// 2,000 contended acquisitions (8 processes x 250), each a quorum round on five masters. At
-// 4,000 each kind took 140 s under ASan, CI's longest tests; the single-server twins keep 4,000.
+// 2,000 contended acquisitions (8 processes x 250), each a quorum round on five masters (the
+// single-server twins take 4,000).
 TEST_P(RedLockKinds, EightProcessesKeepANonAtomicCounterExactOnFiveMasters) {
   auto workers = counting_workers(8, GetParam(), 250);
   for (auto& w : workers) {
@@ -684,7 +685,7 @@ class RedLockDurable : public RedLock {
 };
 
 TEST_F(RedLockDurable, FencingTokensIncreaseAcrossMinorityMasterRestarts) {
-  constexpr int processes = 4, each = 500;
+  constexpr int processes = 4, each = fewer_under_sanitizers(500, 4);
   std::vector<child_process> workers;
   for (int i = 0; i < processes; ++i) {
     workers.emplace_back(
