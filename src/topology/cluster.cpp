@@ -21,13 +21,6 @@ const std::array<node_id, max_nodes>& node_ids() {
 
 constexpr int max_redirects = 16;
 
-connection_options at(connection_options o, const node_address& a) {
-  o.host = a.host;
-  o.port = a.port;
-  o.unix_path.clear();
-  return o;
-}
-
 }  // namespace
 
 struct cluster_topology::node {

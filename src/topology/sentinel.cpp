@@ -121,15 +121,6 @@ class sentinel_watch {
   std::vector<std::unique_ptr<net::subscriber>> followers_;
 };
 
-namespace {
-connection_options at(connection_options o, const node_address& a) {
-  o.host = a.host;
-  o.port = a.port;
-  o.unix_path.clear();
-  return o;
-}
-}  // namespace
-
 sentinel_topology::sentinel_topology(const connection_options& master,
                                      const sentinel_options& sentinels,
                                      std::shared_ptr<net::io_thread> io, write_ack ack,

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "dlock/redis/connection_options.hpp"
 #include "dlock/redis/reply.hpp"
 
 namespace dlock::detail {
@@ -16,6 +17,15 @@ struct node_address {
   std::uint16_t port = 0;
   friend bool operator==(const node_address&, const node_address&) = default;
 };
+
+/// `o` for the server at `a`, over TCP (a unix socket path is dropped): how a sentinel's or a
+/// cluster's answer about a node becomes the options to connect to it.
+inline connection_options at(connection_options o, const node_address& a) {
+  o.host = a.host;
+  o.port = a.port;
+  o.unix_path.clear();
+  return o;
+}
 
 /// The address in a GET-MASTER-ADDR-BY-NAME reply ([host, port]); nullopt for nil (the sentinel
 /// does not know that master) or anything malformed.
