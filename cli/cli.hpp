@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlock/client.hpp"
@@ -65,6 +66,11 @@ dlock::client_options resolve_target(const target_flags& flags);
 /// Parses a duration flag; throws `failure(exit_usage)` naming the flag.
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
 
+/// `text` as a count of at least 1: plain decimal digits (no sign, blanks or exponent) whose
+/// value fits a signed 64-bit integer, as Redis stores counts; nullopt otherwise (a number too
+/// large included, never clamped).
+std::optional<std::int64_t> positive_count(std::string_view text);
+
 /// Connects, turning connection errors into `failure`s with the right exit code.
 dlock::client connect(const dlock::client_options& options);
 
@@ -96,9 +102,10 @@ struct grant_result {
 struct holding_plan {
   /// Starts the acquisition on the connected client with `options` (whose `on_lost` reports to
   /// run_holding), waiting at most `wait` (milliseconds::max(): forever; <= 0: one attempt), and
-  /// calls `done` exactly once, from any thread. May throw dlock::error before it starts.
-  std::function<void(const dlock::client& c, std::chrono::milliseconds wait, lease_options options,
-                     std::function<void(grant_result)> done)>
+  /// calls `done` exactly once, from any thread. Returns the handle that cancels it (an empty
+  /// one where it cannot be cancelled). May throw dlock::error before it starts.
+  std::function<acquire_handle(const dlock::client& c, std::chrono::milliseconds wait,
+                               lease_options options, std::function<void(grant_result)> done)>
       acquire;
   /// For messages: "the lock NAME", "a permit of NAME".
   std::string what;
@@ -109,8 +116,8 @@ struct holding_plan {
 };
 
 /// For holding_plan::acquire: starts `lock.acquire_async` (any kind) and reports it as a grant.
-void acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait, lease_options options,
-                   std::function<void(grant_result)> done);
+acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait,
+                             lease_options options, std::function<void(grant_result)> done);
 
 /// Runs `args.command` while holding what `plan` acquires (args.target, wait, ttl, grace,
 /// lost_exit_code; not names or kind): connects, acquires, runs the command and its whole

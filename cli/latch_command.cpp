@@ -2,7 +2,6 @@
 // scripts on several machines can wait until N pieces of work are done:
 //   dlock latch NAME set N | down | wait [--wait DUR]
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <iostream>
 
 #include "cli.hpp"
@@ -46,12 +45,10 @@ std::int64_t count_operand(const std::vector<std::string>& operands) {
     throw failure(exit_usage, "latch: set takes one count (dlock latch NAME set N)");
   }
   const auto& text = operands.front();
-  std::int64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < 1) {
-    throw failure(exit_usage, "latch: set needs a count of at least 1, got '" + text + "'");
-  }
-  return n;
+  const auto n = positive_count(text);
+  if (!n)
+    throw failure(exit_usage, "latch: set needs a count from 1 to 2^63-1, got '" + text + "'");
+  return *n;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <iostream>
@@ -89,6 +90,15 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
     throw failure(exit_usage, "invalid duration '" + text + "' for " + flag +
                                   " (expected e.g. 500ms, 10s, 2m)");
   }
+}
+
+std::optional<std::int64_t> positive_count(std::string_view text) {
+  std::int64_t n = 0;
+  const auto* end = text.data() + text.size();
+  if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
+  const auto [stop, ec] = std::from_chars(text.data(), end, n);
+  if (ec != std::errc() || stop != end || n < 1) return std::nullopt;
+  return n;
 }
 
 dlock::client connect(const dlock::client_options& options) {
@@ -218,7 +228,13 @@ int main_impl(int argc, char** argv) {
   app.add_option("--sentinel", target.sentinel_master,
                  "Redis runs under Sentinel as MASTER; each --url is a sentinel (the master's "
                  "credentials: $DLOCK_MASTER_USER, $DLOCK_MASTER_PASSWORD)")
-      ->type_name("MASTER");
+      ->type_name("MASTER")
+      ->check(CLI::Validator(
+          [](std::string& master) -> std::string {
+            return master.empty() ? "expected the name of the master Sentinel monitors, got ''"
+                                  : "";
+          },
+          "MASTER"));
 
   run_args run_opts;
   std::string wait_text, ttl_text = "30s", grace_text = "10s";

@@ -66,6 +66,25 @@ struct events {
   }
 };
 
+// Waits, until `until` at the latest, for the acquisition's completion (after a cancel); nullopt
+// if it did not come.
+std::optional<grant_result> await_completion(events& ev, int wake_fd, steady::time_point until) {
+  for (;;) {
+    {
+      std::lock_guard lock(ev.mutex);
+      if (ev.acquired) return std::exchange(ev.acquired, std::nullopt);
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - steady::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{wake_fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+      char drain[64];
+      while (::read(wake_fd, drain, sizeof drain) > 0) {
+      }
+    }
+  }
+}
+
 std::string reason_text(lease_lost_reason r) {
   switch (r) {
     case lease_lost_reason::expired:
@@ -177,7 +196,7 @@ int run_holding(const run_args& args, const holding_plan& plan) {
     ev->lost = r;
     ev->notify();
   };
-  plan.acquire(c, wait, std::move(lo), [ev](grant_result r) {
+  const auto acquiring = plan.acquire(c, wait, std::move(lo), [ev](grant_result r) {
     std::lock_guard lock(ev->mutex);
     ev->acquired = std::move(r);
     ev->notify();
@@ -276,11 +295,17 @@ int run_holding(const run_args& args, const holding_plan& plan) {
           const int sig = static_cast<int>(info.ssi_signo);
           if (sig == SIGCHLD) continue;  // reaped below
           if (child_pid < 0) {
-            // Still waiting for the lock: give up at once. The pending acquisition keeps the
-            // client's I/O thread busy, so leave without running destructors; a grant that races
-            // with this is released by the lease's expiry.
+            // Still waiting for the lock: give up, as a --wait that ran out does. Cancelling
+            // hands back a place in the server's queue (a fair lock, a waiting writer) rather
+            // than leaving it to lapse, and undoes a grant racing with this; the client's
+            // destructor then waits for that undo. An acquisition that cannot be cancelled (a
+            // multi-lock's) or does not end soon is left to the leases' expiry instead.
             std::cerr << "dlock: interrupted while waiting for " << plan.what << std::endl;
-            std::_Exit(128 + sig);
+            acquiring.cancel();
+            auto raced = await_completion(*ev, wake_read.get(), steady::now() + 2s);
+            if (!raced) std::_Exit(128 + sig);
+            release_all(raced->leases);
+            return 128 + sig;
           }
           // A terminal's signal already reached the whole foreground group, the command
           // included; forward only what a process sent to us alone. Once the command has exited,
@@ -415,9 +440,9 @@ std::vector<std::string> run_environment(const std::vector<std::string>& names,
 
 }  // namespace
 
-void acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait, lease_options options,
-                   std::function<void(grant_result)> done) {
-  lock.acquire_async(
+acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds wait,
+                             lease_options options, std::function<void(grant_result)> done) {
+  return lock.acquire_async(
       wait,
       [done = std::move(done)](acquire_result r) {
         grant_result g;
@@ -466,15 +491,18 @@ int run(const run_args& args) {
   plan.acquire = [names, kind](const dlock::client& c, std::chrono::milliseconds wait,
                                lease_options o, std::function<void(grant_result)> done) {
     const auto& n = names.front();
-    if (names.size() > 1) return acquire_multi(c.multi(names), wait, std::move(o), std::move(done));
+    if (names.size() > 1) {
+      acquire_multi(c.multi(names), wait, std::move(o), std::move(done));
+      return acquire_handle();  // a blocking acquisition on a thread of its own
+    }
     const auto go = [&](dlock::basic_lock lock) {
-      acquire_lease(lock, wait, std::move(o), std::move(done));
+      return acquire_lease(lock, wait, std::move(o), std::move(done));
     };
     if (kind == "simple") return go(c.simple(n));
     if (kind == "fair") return go(c.fair(n));
     if (kind == "read") return go(c.read_write(n).read());
     if (kind == "write") return go(c.read_write(n).write());
-    go(c.reentrant(n));
+    return go(c.reentrant(n));
   };
   plan.environment = [names](const std::vector<lease>& leases) {
     return run_environment(names, leases);

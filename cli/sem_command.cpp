@@ -31,11 +31,9 @@ Examples:
       ->required()
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            std::int64_t n = 0;
-            if (!CLI::detail::lexical_cast(text, n) || n < 1) {
-              return "expected a number of permits of at least 1, got '" + text + "'";
-            }
-            return "";
+            return positive_count(text)
+                       ? ""
+                       : "expected a number of permits from 1 to 2^63-1, got '" + text + "'";
           },
           "POSITIVE"))
       ->type_name("N");
@@ -86,7 +84,7 @@ int sem(const sem_options& o, const target_flags& target, const std::vector<std:
     auto semaphore = c.leased_semaphore(name);
     semaphore.try_set_permits(permits);  // only if it does not exist yet
     options.permits = 1;
-    acquire_lease(semaphore, wait, std::move(options), std::move(done));
+    return acquire_lease(semaphore, wait, std::move(options), std::move(done));
   };
   plan.environment = [name](const std::vector<lease>& leases) {
     const auto& permit = leases.front();

@@ -270,7 +270,8 @@ class DLOCK_API DLOCK_CAPABILITY("dlock::lock") basic_lock {
   void info_async(std::function<void(call_result<lock_info>)> done) const noexcept;
   /// `co_await lock.info_async()`, as `is_locked_async`.
   [[nodiscard]] call_awaitable<lock_info> info_async() const;
-  /// Deletes the lock whoever holds it and wakes its waiters; returns what it removed (type
+  /// Deletes the lock whoever holds it and wakes its waiters (a fair lock's first waiter too,
+  /// whatever kind this lock object is); returns what it removed (type
   /// `none` if there was no lock). The holder learns of it at its next renewal
   /// (`lease_lost_reason::not_held`). Throws errc::wrong_type, deleting nothing, if the name
   /// holds a key that is not a lock by `check` (a list, a JSON string, a hash of user fields,

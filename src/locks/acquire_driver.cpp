@@ -150,9 +150,9 @@ void lock_core::on_unreplicated_grant(const std::shared_ptr<op>& o, const reply&
     o->unreplicated = true;
     const auto call = call_for(*o->req.names, o->req.owner, o->req.lease_time, o->req.permits);
     if (outcome.what == type::reentered) {
-      o->req.kind->release(call, [](std::error_code, reply) {});  // only the re-entry's count
+      o->req.kind->release(call, undo_tracked());  // only the re-entry's count
     } else {
-      o->req.kind->drop(call, [](std::error_code, reply) {});
+      o->req.kind->drop(call, undo_tracked());
     }
     run_step(o, o->machine.on_wake(now));
     return;
@@ -248,6 +248,9 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   // undo.
   if (o->attempting && !result.held) {
     o->settling = true;
+    // A client closing before the reply is in waits for it, and for the undo, as for a release:
+    // the attempt may have been granted (its WAIT for replicas still running, say).
+    o->settle_guard = release_drain::track(releases_);
     if (o->direct_claim && !o->queued) join_queue(o);
   }
   o->finished = true;
@@ -317,6 +320,10 @@ void lock_core::fail(const std::shared_ptr<op>& o, std::error_code ec, const rep
       server_reply.str().starts_with("WRONGTYPE holds ")) {
     // Our scripts' verdict on a name that holds something else: "holds a list, not a lock".
     message = "lock '" + o->req.names->name + "' " + server_reply.str().substr(10);
+  } else if (ec == errc::wrong_type && server_reply.is_error() &&
+             server_reply.str().starts_with("WRONGTYPE its ")) {
+    // On a key the lock keeps beside its name: "its fencing counter holds a hash, not a count".
+    message = "lock '" + o->req.names->name + "': " + server_reply.str().substr(10);
   } else if (server_reply.is_error()) {
     message += server_reply.str();  // the server's own words
   } else {
@@ -342,7 +349,7 @@ bool lock_core::born_dead(const op& o, bool reentry, steady::time_point sent_at,
   }
   counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
   o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
-                   [](std::error_code, reply) {});
+                   undo_tracked());
   return true;
 }
 
@@ -353,7 +360,11 @@ void lock_core::discard_uncertain_grant(const op& o) {
     return;
   }
   o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
-                   [](std::error_code, reply) {});
+                   undo_tracked());
+}
+
+net::reply_callback lock_core::undo_tracked() const {
+  return [settled = release_drain::track(releases_)](std::error_code, reply) {};
 }
 
 lease lock_core::grant_hold(const op& o, bool reentry, std::uint64_t fence,

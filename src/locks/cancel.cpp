@@ -48,6 +48,7 @@ void lock_core::cancel_now(const std::shared_ptr<op>& o) {
 // The reply to the attempt that was out when `o` was cancelled.
 void lock_core::settle_cancelled(const std::shared_ptr<op>& o, std::error_code ec, const reply& r) {
   o->settling = false;
+  const auto settled = std::move(o->settle_guard);  // the undo below is tracked on its own
   bool undone = false;
   if (!ec || ec == errc::not_replicated) {  // not_replicated: granted on the master all the same
     const auto outcome = o->req.kind->decode_attempt(r);
@@ -58,7 +59,7 @@ void lock_core::settle_cancelled(const std::shared_ptr<op>& o, std::error_code e
       // another acquisition by the same owner (the thread's own try_acquire, say) may have
       // re-entered this grant since, and its hold must stay.
       o->req.kind->release(call_for(*o->req.names, o->req.owner, o->req.lease_time, o->req.permits),
-                           [](std::error_code, reply) {});
+                           undo_tracked());
       undone = true;
     }
   } else if (ec == errc::timeout || ec == errc::connection_lost) {

@@ -35,6 +35,7 @@ struct lock_core::op : cancellable {
   // Cancelled with an attempt out: finished for its caller, but it keeps its place in the local
   // queue until the attempt's reply is in and any grant it brings is undone (cancel.cpp).
   bool settling = false;
+  std::shared_ptr<void> settle_guard;  // while settling: a closing client waits (release_drain)
   reply last_error;  // the server's error reply behind the last failed attempt, if any
 };
 

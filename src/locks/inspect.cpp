@@ -6,6 +6,7 @@
 
 #include "core/thread_number.hpp"
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
 #include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/awaitable_factory.hpp"
@@ -172,36 +173,25 @@ void read_is_locked(const std::shared_ptr<detail::lock_handle>& h,
       detail::to_result<bool>([](const reply& r) { return r.integer() == 1; }, std::move(done)));
 }
 
-// Deletes the lock whoever holds it (force_unlock.lua judges the key first) and, for a fair
-// lock, tells the first in line, whose waiter listens on its own channel.
+// Deletes the lock whoever holds it (force_unlock.lua judges the key first, and wakes a fair
+// lock's first waiter on its own channel whatever kind this lock object is).
 void remove_lock(const std::shared_ptr<detail::lock_handle>& h, force_unlock_check check,
                  info_callback done) {
   const auto& n = *h->names;
   const std::string_view confirmed =
       check == force_unlock_check::confirmed_kind ? h->kind->redis_type() : "";
-  const std::string_view keys[] = {n.name, n.fence_key, n.channel};
+  const auto queue = derived_key("redisson_lock_queue", n.name);
+  const auto deadlines = derived_key("redisson_lock_timeout", n.name);
+  const std::string_view keys[] = {n.name, n.fence_key, n.channel, queue, deadlines};
   const std::string_view args[] = {detail::unlock_message, confirmed,
                                    h->core->topo().publish_command()};
-  snapshot_across(
-      *h->core, force_unlock_script(), n.name, keys, args,
-      [h, done = std::move(done)](call_result<lock_info> removed) {
-        if (removed.error == errc::wrong_type) {
-          removed.message = not_a_lock(h->names->name, removed.message);
-        }
-        if (removed.error || h->kind->public_type() != lock_type::fair) {
-          return detail::deliver(done, std::move(removed));
-        }
-        static const script wake{std::string(lua::fair_wake)};
-        const auto& names = *h->names;
-        const std::string_view wake_keys[] = {names.name, names.aux_key1, names.aux_key2,
-                                              names.publish_channel};
-        const std::string_view wake_args[] = {detail::unlock_message,
-                                              h->core->topo().publish_command()};
-        h->core->call_async(
-            wake, names.name, wake_keys, wake_args,
-            detail::to_result<lock_info>(
-                [info = std::move(removed.value)](const reply&) { return info; }, std::move(done)));
-      });
+  snapshot_across(*h->core, force_unlock_script(), n.name, keys, args,
+                  [h, done = std::move(done)](call_result<lock_info> removed) {
+                    if (removed.error == errc::wrong_type) {
+                      removed.message = not_a_lock(h->names->name, removed.message);
+                    }
+                    detail::deliver(done, std::move(removed));
+                  });
 }
 
 // A call on the lock as a start (one_call.hpp): a closure that holds the lock's handle and

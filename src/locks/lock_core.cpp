@@ -141,10 +141,13 @@ const lock_kind& lock_core::kind_for(const lock_kind& base) const noexcept {
 
 lock_core::~lock_core() {
   // A lease let go just before its client (a destructor's release is not waited for) still
-  // reaches the server, unless the server does not answer within a command's timeout.
+  // reaches the server, and so does the undo of a grant an ended acquisition's last attempt
+  // brings back, unless the server does not answer within a command's timeout (plus the WAIT
+  // for replicas an attempt may include).
   if (!io().in_io_thread()) {
-    releases_->wait_until(
-        detail::saturating_add(steady::now(), options_.connection.command_timeout));
+    const auto patience = options_.connection.command_timeout +
+                          (options_.min_replica_acks > 0 ? options_.replica_ack_timeout : 0ms);
+    releases_->wait_until(detail::saturating_add(steady::now(), patience));
   }
   io().run([&] {
     // Everything still in flight ends now, while the core is whole: replies to attempts and

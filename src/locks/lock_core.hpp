@@ -255,6 +255,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   static bool keeps_place(const op& o, bool held);
   bool born_dead(const op& o, bool reentry, steady::time_point sent_at, steady::time_point now);
   void discard_uncertain_grant(const op& o);
+  /// The reply callback for a command that undoes a grant nobody was handed: counted as a
+  /// release is (release_drain), so a client closing meanwhile waits for it.
+  net::reply_callback undo_tracked() const;
   lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
 
@@ -302,7 +305,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::map<const lock_kind*, std::unique_ptr<lock_kind>> redlock_kinds_;
   name_activity activity_;  // keyed by unlock channel, as the queues are
   // Releases sent and not yet answered everywhere they went (a lease's destructor and
-  // release_async do not wait for them), which a closing client waits for.
+  // release_async do not wait for them), the undos of grants nobody was handed, and attempts
+  // out for acquisitions already ended, which a closing client waits for: each may leave a
+  // hold on the server until its lease lapses.
   const std::shared_ptr<release_drain> releases_ = std::make_shared<release_drain>();
 
   mutex ops_mutex_;

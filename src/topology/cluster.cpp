@@ -236,6 +236,10 @@ void cluster_topology::on_reply(const std::shared_ptr<call>& c, node_id from, st
       const auto pause = std::chrono::milliseconds(std::min(10 << std::min(c->retries, 4), 100));
       if (net::clock::now() + pause < c->deadline) {
         ++c->retries;
+        // A migrating slot whose keys are split answers ASK on the source and TRYAGAIN on the
+        // target until the keys are together: that round is paced here and ends at the
+        // deadline, so its redirects do not count against the limit meant for redirect loops.
+        c->redirects = 0;
         if (r.str().starts_with("CLUSTERDOWN")) refresh_later();
         c->retry_timer = std::make_unique<asio::steady_timer>(io_->context(), pause);
         c->retry_timer->async_wait([this, c](std::error_code timer_ec) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -304,6 +305,42 @@ TEST_F(CliSafety, UnlockForceDeletesOnlyLocks) {
   EXPECT_NE(r.output.find("removed simple lock"), std::string::npos) << r.output;
 }
 
+// A forced unlock wakes a fair lock's first waiter, who listens on a channel of its own, whatever
+// kind the operator named (none here): the waiter does not sleep until its next re-check.
+TEST_F(CliSafety, UnlockForceWakesAFairLocksFirstWaiter) {
+  client holder(url());
+  auto held = holder.fair(key("f")).try_acquire({.lease_time = 120s});
+  ASSERT_TRUE(held);
+  auto patient = client_options::from_url(url());
+  patient.max_recheck = 60s;
+  patient.fair_waiter_lease = 60s;
+  client waiter(patient);
+  auto waiting =
+      std::async(std::launch::async, [&] { return waiter.fair(key("f")).try_acquire_for(100s); });
+  wait_until([&] { return holder.fair(key("f")).info().waiters == 1; });
+  const auto r = dlock_cli({"--url", url(), "unlock", "--force", key("f")});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("waiters woken"), std::string::npos) << r.output;
+  ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready) << "the first waiter slept on";
+  EXPECT_TRUE(waiting.get());
+}
+
+// A fair waiter ended by a signal hands its place in the queue back as it leaves, as a --wait
+// that ran out does: those behind it are not held up for a waiter lease.
+TEST_F(CliSafety, AFairWaiterEndedBySigtermLeavesTheQueue) {
+  client holder(url());
+  auto held = holder.fair(key("q")).try_acquire({.lease_time = 120s});
+  ASSERT_TRUE(held);
+  const auto queue = derived_key("redisson_lock_queue", key("q"));
+  raw_redis raw(server().port());
+  auto run = start({"--kind", "fair", key("q"), "--", "true"});
+  wait_until([&] { return raw({"LLEN", queue}).integer() == 1; });
+  run.signal(SIGTERM);
+  EXPECT_EQ(run.wait(), 128 + SIGTERM);
+  EXPECT_EQ(raw({"LLEN", queue}).integer(), 0) << "the place was left in the queue";
+  EXPECT_EQ(raw({"ZCARD", derived_key("redisson_lock_timeout", key("q"))}).integer(), 0);
+}
+
 TEST_F(CliSafety, AWaiterWithWaitSurvivesAServerRestart) {
   client c(url());
   auto held = c.reentrant(key("r")).try_acquire();
@@ -354,6 +391,51 @@ TEST_F(CliSafety, ErrorsNameTheServersOwnTextWithDocumentedExitCodes) {
   EXPECT_NE(oom.output.find("OOM"), std::string::npos) << oom.output;
   for (const auto* r : {&noperm, &list, &ro, &oom})
     EXPECT_EQ(line_count(r->output), 1u) << r->output;
+}
+
+// Values no server could honour are usage errors (exit 64, one line) before anything is sent:
+// an empty Sentinel master name (which left the URLs taken for plain servers, and the lock
+// scripts sent to a sentinel), and counts past a 64-bit integer (which were clamped).
+TEST_F(CliSafety, EmptyMasterNamesAndOversizedCountsAreUsageErrors) {
+  const std::string too_big = "99999999999999999999";
+  const std::vector<std::vector<std::string>> refused = {
+      {"--sentinel", "", "--url", url(), "run", key("s"), "--", "true"},
+      {"--url", url(), "sem", key("sem"), "--permits", too_big, "--", "true"},
+      {"--url", url(), "sem", key("sem"), "--permits", "+3", "--", "true"},
+      {"--url", url(), "latch", key("latch"), "set", too_big},
+  };
+  for (const auto& args : refused) {
+    const auto r = dlock_cli(args);
+    EXPECT_EQ(r.code, 64) << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  }
+  raw_redis raw(server().port());
+  EXPECT_EQ(raw({"DBSIZE"}).integer(), 0) << "a refused command wrote something";
+  // The largest count Redis stores is accepted.
+  EXPECT_EQ(dlock_cli({"--url", url(), "latch", key("latch"), "set", "9223372036854775807"}).code,
+            0);
+  EXPECT_EQ(raw({"GET", key("latch")}).str(), "9223372036854775807");
+}
+
+// An ACL user without PUBLISH: only the wake-up messages are refused. A script used to fail
+// after its writes, so a release that happened was reported unconfirmed, and a semaphore or a
+// latch was created by a command that exited 77. Now each works and ends cleanly (waiters
+// find a change at their next re-check).
+TEST_F(CliSafety, AUserWithoutPublishLocksAndReleasesCleanly) {
+  raw_redis raw(server().port());
+  raw({"ACL", "SETUSER", "nopublish", "on", ">pw", "~*", "&*", "+@all", "-publish", "-spublish"});
+  const auto as_user = "redis://nopublish:pw@127.0.0.1:" + std::to_string(server().port());
+  const auto run = dlock_cli({"--url", as_user, "run", key("r"), "--", "true"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(run.output, "");
+  EXPECT_EQ(raw({"EXISTS", key("r")}).integer(), 0);
+  const auto sem = dlock_cli({"--url", as_user, "sem", key("s"), "--permits", "2", "--", "true"});
+  EXPECT_EQ(sem.code, 0) << sem.output;
+  EXPECT_EQ(raw({"GET", key("s")}).str(), "2") << "the permit went back";
+  EXPECT_EQ(dlock_cli({"--url", as_user, "latch", key("l"), "set", "1"}).code, 0);
+  const auto down = dlock_cli({"--url", as_user, "latch", key("l"), "down"});
+  EXPECT_EQ(down.code, 0) << down.output;
+  EXPECT_EQ(raw({"EXISTS", key("l")}).integer(), 0);
 }
 
 TEST_F(CliSafety, JsonCarriesNamesThatAreNotUtf8) {

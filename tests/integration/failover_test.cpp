@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -138,6 +139,33 @@ TEST(ClusterLocks, ASlotMigratingUnderLoadReachesNoCallerAndLosesNoUpdate) {
   // The workers' client may hear of the move from the server's own SUNSUBSCRIBE and fetch the
   // map before any command is redirected; either way it followed the slot.
   EXPECT_GT(s.moved_redirects + s.ask_redirects + s.slot_map_refreshes, 0u);
+}
+
+// A name whose keys a migration split (its fencing counter already on the importing node, the
+// lock on neither): the source answers ASK and the target TRYAGAIN, round after round, until the
+// slot is whole again. The acquisition goes on within its wait and is granted once the
+// migration ends; it used to hand its caller the ASK after sixteen redirects.
+TEST(ClusterLocks, AnAcquisitionWaitsOutAMigrationThatSplitItsKeys) {
+  redis_cluster cluster;
+  const std::string name = "split:job";
+  const auto slot = redis_cluster::key_slot(name);
+  const auto from = cluster.master_of_slot(slot);
+  std::size_t to = from;
+  for (const auto m : cluster.master_indexes())
+    if (m != from) to = m;
+  client c(client_options::cluster(cluster.seed_urls()));
+  c.reentrant(name).try_acquire().release();  // leaves the fencing counter alone in the slot
+  cluster.begin_migration(slot, from, to);
+  ASSERT_EQ(cluster.move_keys(slot, from, to, 1), 1u);
+  auto acquiring =
+      std::async(std::launch::async, [&] { return c.reentrant(name).try_acquire_for(60s); });
+  const auto limit = steady::now() + 30s;
+  while (c.stats().ask_redirects < 40 && steady::now() < limit)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_GE(c.stats().ask_redirects, 40u) << "the split slot was never asked about";
+  cluster.finish_migration(slot, from, to);
+  auto held = acquiring.get();
+  EXPECT_TRUE(held);
 }
 
 // A master killed and its replica promoted: acquisitions on its slots resume soon after the

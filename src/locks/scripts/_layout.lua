@@ -11,6 +11,12 @@
 -- The layouts: a hash whose fields are owner ids ('<id>:<thread>') holding positive hold counts,
 -- plus the 'mode' field of Redisson's read-write lock; a string holding a token: 1 to 128
 -- characters among letters, digits and + / = _ : . @ - (random hex, base64, UUIDs, host:pid).
+-- Whether a hash field and its value are a hold: an owner id ('<id>:<thread>', a writer's with
+-- ':write' after it) and a positive count.
+local function is_hold(field, value)
+  return string.find(field, ':', 1, true) ~= nil and string.match(value, '^[1-9]%d*$') ~= nil
+end
+
 local function lock_layout(key, kind, value)
   if kind == 'hash' then
     if redis.call('hlen', key) > 64 then
@@ -23,7 +29,7 @@ local function lock_layout(key, kind, value)
         if value ~= 'read' and value ~= 'write' then
           return nil, 'a hash that is not a lock'
         end
-      elseif not string.find(field, ':', 1, true) or not string.match(value, '^[1-9]%d*$') then
+      elseif not is_hold(field, value) then
         return nil, 'a hash that is not a lock'
       end
     end
@@ -53,5 +59,27 @@ end
 -- errc::wrong_type and names the lock; the key name is not repeated here (it may hold bytes an
 -- error reply cannot carry).
 local function not_a_lock(what)
+  if string.find(what, 'not a lock', 1, true) then
+    return redis.error_reply('WRONGTYPE holds ' .. what)  -- 'a hash that is not a lock'
+  end
   return redis.error_reply('WRONGTYPE holds ' .. what .. ', not a lock')
+end
+
+-- Whether a hash is a read-write lock (Redisson's RReadWriteLock layout): its 'mode' is 'read'
+-- or 'write' and every other field is a hold. A user's hash that happens to have a 'mode' field
+-- is not one, and is neither joined nor deleted at release. A lock read by many owners has a
+-- field per owner: one HSCAN batch is checked, so the cost stays bounded (every field of a hash
+-- that small, the first hundred or so of a larger one).
+local function is_read_write_lock(key)
+  local mode = redis.call('hget', key, 'mode')
+  if mode ~= 'read' and mode ~= 'write' then
+    return false
+  end
+  local fields = redis.call('hscan', key, '0', 'count', '100')[2]
+  for i = 1, #fields, 2 do
+    if fields[i] ~= 'mode' and not is_hold(fields[i], fields[i + 1]) then
+      return false
+    end
+  end
+  return true
 end

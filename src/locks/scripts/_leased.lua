@@ -1,5 +1,5 @@
 -- Fragment: leased permits whose expiry passed go back to the free count, and waiters hear of
--- it. Returns the free count after that.
+-- it (needs _notify). Returns the free count after that.
 local function reclaim_expired(count_key, taken_key, channel, publish, now, free)
   local expired = redis.call('zrangebyscore', taken_key, '-inf', now)
   if #expired == 0 then
@@ -10,7 +10,7 @@ local function reclaim_expired(count_key, taken_key, channel, publish, now, free
   end
   free = redis.call('incrby', count_key, #expired)
   if publish ~= '' then
-    redis.call(publish, channel, free)
+    notify(publish, channel, free)
   end
   return free
 end

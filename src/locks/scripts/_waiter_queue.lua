@@ -19,3 +19,18 @@ local function drop_lapsed_waiters(queue, deadlines, now)
     redis.call('zrem', deadlines, first)
   end
 end
+
+-- A queue or deadline key of another type would stop a script half-way, after its first writes;
+-- the scripts check first. Returns a WRONGTYPE error reply, or nil when both are usable.
+local function queue_fault(queue, deadlines)
+  local kind = redis.call('type', queue).ok
+  if kind ~= 'none' and kind ~= 'list' then
+    return redis.error_reply('WRONGTYPE its waiter queue holds a ' .. kind .. ', not a list')
+  end
+  kind = redis.call('type', deadlines).ok
+  if kind ~= 'none' and kind ~= 'zset' then
+    return redis.error_reply("WRONGTYPE its waiters' deadlines hold a " .. kind ..
+                             ', not a sorted set')
+  end
+  return nil
+end

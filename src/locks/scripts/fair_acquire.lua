@@ -12,6 +12,10 @@
 --#include _layout
 --#include _clock
 --#include _waiter_queue
+local fault = queue_fault(KEYS[2], KEYS[3])
+if fault then
+  return fault
+end
 local now = server_now_ms()
 drop_lapsed_waiters(KEYS[2], KEYS[3], now)
 local kind = redis.call('type', KEYS[1]).ok

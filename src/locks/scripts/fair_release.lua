@@ -6,6 +6,7 @@
 -- ARGV[5] '1' to end the owner's hold outright whatever its count (a drop), '0' for one hold
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
 -- refreshed), 1 once released.
+--#include _notify
 --#include _clock
 --#include _waiter_queue
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
@@ -16,9 +17,12 @@ if ARGV[5] ~= '1' and redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+if queue_fault(KEYS[2], KEYS[3]) then
+  return 1  -- released; a queue someone overwrote has nobody to wake
+end
 drop_lapsed_waiters(KEYS[2], KEYS[3], server_now_ms())
 local next_waiter = redis.call('lindex', KEYS[2], 0)
 if next_waiter and ARGV[4] ~= '' then
-  redis.call(ARGV[4], KEYS[4] .. ':' .. next_waiter, ARGV[3])
+  notify(ARGV[4], KEYS[4] .. ':' .. next_waiter, ARGV[3])
 end
 return 1

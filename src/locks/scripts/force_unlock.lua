@@ -1,13 +1,19 @@
 -- Delete a lock whoever holds it, and wake its waiters. Only locks are deleted: a key that is not
 -- in a lock's layout is refused, and so is one in a lock's layout without an expiry unless the
 -- caller confirms the kind, since data can look like a lock; a counter is never a lock.
+-- Waiters of every kind are woken, whatever kind the caller took the lock for: those on the
+-- lock's channel, and a fair lock's first living waiter, who listens on a channel of its own.
 -- KEYS[1] lock key        KEYS[2] fencing counter     KEYS[3] unlock channel
+-- KEYS[4] the name's fair queue (list)                KEYS[5] the fair queue's deadlines (zset)
 -- ARGV[1] unlock message  ARGV[2] the kind the caller confirms: '' or the key's TYPE
 -- ARGV[3] 'publish', or 'spublish' on a cluster (sharded pub/sub, as Redisson on Redis 7)
 -- Returns the lock as it was, as _snapshot.lua describes ({'none', 'none', -2, fence} if there
 -- was none), or a WRONGTYPE error saying why nothing was deleted.
+--#include _notify
 --#include _layout
 --#include _snapshot
+--#include _clock
+--#include _waiter_queue
 local kind, layout, state = snapshot(KEYS[1], KEYS[2])
 if kind == 'none' then
   return state
@@ -25,5 +31,12 @@ if layout == 'lock_no_ttl' then
   end
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], KEYS[3], ARGV[1])
+notify(ARGV[3], KEYS[3], ARGV[1])
+if not queue_fault(KEYS[4], KEYS[5]) then
+  drop_lapsed_waiters(KEYS[4], KEYS[5], server_now_ms())
+  local first = redis.call('lindex', KEYS[4], 0)
+  if first then
+    notify(ARGV[3], KEYS[3] .. ':' .. first, ARGV[1])
+  end
+end
 return state

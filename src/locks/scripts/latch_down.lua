@@ -8,6 +8,7 @@
 -- 'all', 1 if the latch existed, else 0; for 'read', the count as stored, or nil. When the name
 -- holds something that is not a count: an error "WRONGTYPE holds ..., not a count", and nothing
 -- changes.
+--#include _notify
 --#include _count
 local count, err = count_of(KEYS[1])
 if not count then
@@ -26,7 +27,7 @@ if ARGV[2] == 'all' then
   redis.call('del', KEYS[1])
   -- Redisson's delete publishes '1', which leaves its waiters waiting on a latch that is gone;
   -- '0' wakes them, and they find the count 0.
-  redis.call(ARGV[1], KEYS[2], '0')
+  notify(ARGV[1], KEYS[2], '0')
   return 1
 end
 local left = redis.call('decr', KEYS[1])
@@ -36,6 +37,6 @@ if left <= 0 then
   redis.call('del', KEYS[1])
 end
 if left == 0 then
-  redis.call(ARGV[1], KEYS[2], '0')
+  notify(ARGV[1], KEYS[2], '0')
 end
 return math.max(left, 0)

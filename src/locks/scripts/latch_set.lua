@@ -5,6 +5,7 @@
 -- ARGV[1] the count (at least 1)     ARGV[2] 'publish' or 'spublish'
 -- Returns 1 if it set the count, 0 if the latch exists already; when the name holds something
 -- that is not a count, an error "WRONGTYPE holds ..., not a count" and nothing changes.
+--#include _notify
 --#include _count
 local count, err = count_of(KEYS[1])
 if not count then
@@ -12,7 +13,7 @@ if not count then
 end
 if redis.call('exists', KEYS[1]) == 0 then
   redis.call('set', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], KEYS[2], '1')
+  notify(ARGV[2], KEYS[2], '1')
   return 1
 end
 return 0

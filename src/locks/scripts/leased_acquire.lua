@@ -7,6 +7,7 @@
 -- ARGV[3] 'publish' or 'spublish'
 -- Returns {1, fence} taken, {0, wait} too few free (wait: ms until the nearest permit expires,
 -- -1 if none will), or a WRONGTYPE error.
+--#include _notify
 --#include _fence
 --#include _count
 --#include _clock

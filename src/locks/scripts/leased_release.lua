@@ -4,6 +4,7 @@
 -- KEYS[1] free-permit count     KEYS[2] permits taken      KEYS[3] channel
 -- ARGV[1] ids, 16 bytes each, concatenated     ARGV[2] 'publish', 'spublish' or ''
 -- Returns nil if none of the ids was held within its lease, else 1 + the subscribers told.
+--#include _notify
 --#include _clock
 local now = server_now_ms()
 local returned = 0
@@ -22,4 +23,4 @@ local free = redis.call('incrby', KEYS[1], returned)
 if ARGV[2] == '' then
   return 1
 end
-return 1 + redis.call(ARGV[2], KEYS[3], free)
+return 1 + notify(ARGV[2], KEYS[3], free)

@@ -7,6 +7,7 @@
 -- ARGV[1] owner field     ARGV[2] unlock message     ARGV[3] 'publish' or 'spublish'
 -- ARGV[3+i] '1': drop name i; '0': keep it (a hold the owner had before the call)
 -- Returns how many holds were removed.
+--#include _notify
 local removed = 0
 for i = 1, #KEYS / 2 do
   local key = KEYS[2 * i - 1]
@@ -15,7 +16,7 @@ for i = 1, #KEYS / 2 do
     removed = removed + 1
     if redis.call('hlen', key) == 0 then
       redis.call('del', key)
-      redis.call(ARGV[3], KEYS[2 * i], ARGV[2])
+      notify(ARGV[3], KEYS[2 * i], ARGV[2])
     end
   end
 end

@@ -6,6 +6,7 @@
 -- ARGV[4] '1' to end every read hold of the owner
 -- Returns nil if the owner holds no read hold (nothing changes), 0 if the lock is still held
 -- (by this owner or others), 1 + the subscribers told once nobody holds it.
+--#include _notify
 --#include _keys
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
@@ -38,7 +39,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
     redis.call('pexpire', KEYS[1], longest)
     -- One holder left: if it is upgrading to the write lock, this is what it waits for.
     if redis.call('hlen', KEYS[1]) == 2 and ARGV[3] ~= '' then
-      redis.call(ARGV[3], KEYS[2], ARGV[1])
+      notify(ARGV[3], KEYS[2], ARGV[1])
     end
     return 0
   end
@@ -48,6 +49,6 @@ if redis.call('hlen', KEYS[1]) > 1 then
 end
 redis.call('del', KEYS[1])
 if ARGV[3] ~= '' then
-  return 1 + redis.call(ARGV[3], KEYS[2], ARGV[1])
+  return 1 + notify(ARGV[3], KEYS[2], ARGV[1])
 end
 return 1

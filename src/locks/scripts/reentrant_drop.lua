@@ -4,13 +4,14 @@
 -- KEYS[1] lock hash       KEYS[2] unlock channel
 -- ARGV[1] owner field     ARGV[2] unlock message     ARGV[3] 'publish', 'spublish' or '' (none)
 -- Returns 1 if the owner's entry was removed, 0 if it was not there.
+--#include _notify
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hdel', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 if redis.call('hlen', KEYS[1]) == 0 then
   redis.call('del', KEYS[1])
   if ARGV[3] ~= '' then
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
+    notify(ARGV[3], KEYS[2], ARGV[2])
   end
 end
 return 1

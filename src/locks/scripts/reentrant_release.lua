@@ -5,6 +5,7 @@
 -- Returns nil if the caller does not hold it (nothing changes), 0 if holds remain (lease
 -- refreshed), or 1 + the number of subscribers the unlock message reached; the server's error
 -- if it refuses the read (an ACL).
+--#include _notify
 --#include _guarded_read
 -- The hold count read first: the last hold (the usual release) is deleted without counting it
 -- down, one command fewer.
@@ -20,4 +21,4 @@ if count ~= '1' and redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-return 1 + redis.call(ARGV[4], KEYS[2], ARGV[3])
+return 1 + notify(ARGV[4], KEYS[2], ARGV[3])

@@ -4,6 +4,7 @@
 -- ARGV[1] permits               ARGV[2] 'publish', 'spublish' or '' (nobody told)
 -- ARGV[3] 'add' (release, add_permits) or 'set' (only if the semaphore does not exist yet)
 -- Returns 1 + the subscribers told ('set': 0 if it existed already), or a WRONGTYPE error.
+--#include _notify
 --#include _count
 local free, err = count_of(KEYS[1])
 if not free then
@@ -20,4 +21,4 @@ end
 if ARGV[2] == '' then
   return 1
 end
-return 1 + redis.call(ARGV[2], KEYS[2], redis.call('get', KEYS[1]))
+return 1 + notify(ARGV[2], KEYS[2], redis.call('get', KEYS[1]))

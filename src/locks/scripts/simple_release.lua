@@ -3,6 +3,7 @@
 -- ARGV[1] token           ARGV[2] unlock message     ARGV[3] 'publish', 'spublish' or '' (none)
 -- Returns nil if the token does not hold it (nothing changes), else 1 + the number of
 -- subscribers the unlock message reached; the server's error if it refuses the read (an ACL).
+--#include _notify
 --#include _guarded_read
 local value, refused = guarded_read('get', KEYS[1])
 if refused then
@@ -15,4 +16,4 @@ redis.call('del', KEYS[1])
 if ARGV[3] == '' then
   return 1
 end
-return 1 + redis.call(ARGV[3], KEYS[2], ARGV[2])
+return 1 + notify(ARGV[3], KEYS[2], ARGV[2])

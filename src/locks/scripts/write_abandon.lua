@@ -4,10 +4,11 @@
 -- KEYS[2] writers' intent key     KEYS[3] channel
 -- ARGV[1] writer field            ARGV[2] message ('1')     ARGV[3] 'publish' or 'spublish'
 -- Returns 1 if the intent was ours and is gone, 0 otherwise.
+--#include _notify
 local intent = redis.call('get', KEYS[2])
 if intent ~= 'write:' .. ARGV[1] and intent ~= 'upgrade:' .. ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[2])
-redis.call(ARGV[3], KEYS[3], ARGV[2])
+notify(ARGV[3], KEYS[3], ARGV[2])
 return 1

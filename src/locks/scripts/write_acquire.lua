@@ -13,7 +13,7 @@
 --#include _layout
 local kind = redis.call('type', KEYS[1]).ok
 local mode = false
-if kind == 'hash' then
+if kind == 'hash' and is_read_write_lock(KEYS[1]) then
   mode = redis.call('hget', KEYS[1], 'mode')
 end
 if kind ~= 'none' and not mode then

@@ -6,6 +6,7 @@
 -- ARGV[4] '1' to end the hold outright      ARGV[5] lease in ms (kept when holds remain)
 -- Returns nil if the caller holds no write hold, 0 if write holds remain, 1 + the subscribers
 -- told once released.
+--#include _notify
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hget', KEYS[1], 'mode') ~= 'write' or
    redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
@@ -19,12 +20,12 @@ if redis.call('hlen', KEYS[1]) > 1 then
   redis.call('hset', KEYS[1], 'mode', 'read')
   -- Readers wait for writers only: let them in.
   if ARGV[3] ~= '' then
-    return 1 + redis.call(ARGV[3], KEYS[2], ARGV[1])
+    return 1 + notify(ARGV[3], KEYS[2], ARGV[1])
   end
   return 1
 end
 redis.call('del', KEYS[1])
 if ARGV[3] ~= '' then
-  return 1 + redis.call(ARGV[3], KEYS[2], ARGV[1])
+  return 1 + notify(ARGV[3], KEYS[2], ARGV[1])
 end
 return 1
