@@ -34,3 +34,13 @@ local function queue_fault(queue, deadlines)
   end
   return nil
 end
+
+-- Tells the first living waiter, on its own channel (`channel` .. ':' .. its owner id), that the
+-- lock is free; with `command` '' nobody is told. Needs _notify (the scripts that wake include it).
+local function wake_first_waiter(queue, deadlines, command, channel, message)
+  drop_lapsed_waiters(queue, deadlines, server_now_ms())
+  local first = redis.call('lindex', queue, 0)
+  if first then
+    notify(command, channel .. ':' .. first, message)
+  end
+end

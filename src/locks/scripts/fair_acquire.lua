@@ -8,6 +8,7 @@
 --                    someone else is first in line, the time left on that waiter's place
 --                    (-1: a holder without expiry),
 --         a WRONGTYPE error when the name holds something that is not a lock.
+--#include _notify
 --#include _fence
 --#include _layout
 --#include _clock

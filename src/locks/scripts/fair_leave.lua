@@ -15,10 +15,6 @@ if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then
 end
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 if was_first and redis.call('exists', KEYS[1]) == 0 then
-  drop_lapsed_waiters(KEYS[2], KEYS[3], server_now_ms())
-  local next_waiter = redis.call('lindex', KEYS[2], 0)
-  if next_waiter then
-    notify(ARGV[3], KEYS[4] .. ':' .. next_waiter, ARGV[2])
-  end
+  wake_first_waiter(KEYS[2], KEYS[3], ARGV[3], KEYS[4], ARGV[2])
 end
 return 1

@@ -20,9 +20,5 @@ redis.call('del', KEYS[1])
 if queue_fault(KEYS[2], KEYS[3]) then
   return 1  -- released; a queue someone overwrote has nobody to wake
 end
-drop_lapsed_waiters(KEYS[2], KEYS[3], server_now_ms())
-local next_waiter = redis.call('lindex', KEYS[2], 0)
-if next_waiter and ARGV[4] ~= '' then
-  notify(ARGV[4], KEYS[4] .. ':' .. next_waiter, ARGV[3])
-end
+wake_first_waiter(KEYS[2], KEYS[3], ARGV[4], KEYS[4], ARGV[3])
 return 1

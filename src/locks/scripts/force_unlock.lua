@@ -33,10 +33,6 @@ end
 redis.call('del', KEYS[1])
 notify(ARGV[3], KEYS[3], ARGV[1])
 if not queue_fault(KEYS[4], KEYS[5]) then
-  drop_lapsed_waiters(KEYS[4], KEYS[5], server_now_ms())
-  local first = redis.call('lindex', KEYS[4], 0)
-  if first then
-    notify(ARGV[3], KEYS[3] .. ':' .. first, ARGV[1])
-  end
+  wake_first_waiter(KEYS[4], KEYS[5], ARGV[3], KEYS[3], ARGV[1])
 end
 return state
