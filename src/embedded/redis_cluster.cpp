@@ -158,7 +158,7 @@ redis_cluster::slot_map redis_cluster::slots_of(std::size_t i) {
 redis_cluster::slot_map redis_cluster::any_slots() {
   std::string why = "no node is running";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i]->running()) continue;
+    if (!nodes_[i]->answering()) continue;
     try {
       return slots_of(i);
     } catch (const server_error& e) {
@@ -205,7 +205,7 @@ std::string redis_cluster::health_problem() {
   std::map<std::string, std::string> reference_links;
   std::size_t reference_node = nodes_.size();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i]->running()) continue;
+    if (!nodes_[i]->answering()) continue;
     const std::string who =
         "node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) + "): ";
     try {
@@ -248,7 +248,7 @@ std::string redis_cluster::health_problem() {
   for (const auto& r : reference) {
     covered += r.last - r.first + 1u;
     const auto owner = index_of_port(r.master_port);
-    if (!nodes_[owner]->running()) {
+    if (!nodes_[owner]->answering()) {
       return "slots " + std::to_string(r.first) + "-" + std::to_string(r.last) +
              " are served by node " + std::to_string(owner) + ", which is not running";
     }
@@ -271,7 +271,7 @@ void redis_cluster::wait_healthy(std::chrono::milliseconds timeout) {
 std::string redis_cluster::describe() {
   std::string out;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i]->running()) continue;
+    if (!nodes_[i]->answering()) continue;
     try {
       out += "CLUSTER NODES from node " + std::to_string(i) + ":\n" +
              resp_client(nodes_[i]->port(), {}, 1s).checked({"CLUSTER", "NODES"}).text;
@@ -281,7 +281,7 @@ std::string redis_cluster::describe() {
   }
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     out += "--- node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) +
-           (nodes_[i]->running() ? ", pid " + std::to_string(nodes_[i]->pid()) : ", not running") +
+           (nodes_[i]->answering() ? ", pid " + std::to_string(nodes_[i]->pid()) : ", not running") +
            "), log tail:\n" + nodes_[i]->log_tail(8);
   }
   return out;
@@ -291,10 +291,10 @@ redis_cluster::killed_master redis_cluster::snapshot(std::size_t master) {
   const auto port = node(master).port();
   // Asked of the master itself while it lives; afterwards only the others know.
   std::size_t asked = master;
-  if (!node(master).running()) {
+  if (!node(master).answering()) {
     asked = nodes_.size();
     for (std::size_t i = 0; i < nodes_.size() && asked == nodes_.size(); ++i) {
-      if (nodes_[i]->running()) asked = i;
+      if (nodes_[i]->answering()) asked = i;
     }
     if (asked == nodes_.size()) throw server_error("no cluster node is running");
   }
@@ -312,16 +312,24 @@ redis_cluster::killed_master redis_cluster::snapshot(std::size_t master) {
   return k;
 }
 
-void redis_cluster::kill_node(std::size_t i) {
-  if (node(i).running()) {
-    try {
-      auto k = snapshot(i);
-      if (!k.ranges.empty()) killed_[i] = std::move(k);
-    } catch (const server_error&) {
-      // wait_failover asks the survivors instead
-    }
+void redis_cluster::remember_slots(std::size_t i) {
+  if (!node(i).answering()) return;
+  try {
+    auto k = snapshot(i);
+    if (!k.ranges.empty()) killed_[i] = std::move(k);
+  } catch (const server_error&) {
+    // wait_failover asks the survivors instead
   }
+}
+
+void redis_cluster::kill_node(std::size_t i) {
+  remember_slots(i);
   node(i).kill();
+}
+
+void redis_cluster::pause_node(std::size_t i) {
+  remember_slots(i);
+  node(i).pause();
 }
 
 std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::milliseconds timeout) {
@@ -339,7 +347,7 @@ std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::millis
     const auto role = resp_client(port).checked({"ROLE"});
     if (role.elements.empty() || role.elements[0].text != "master") return false;
     for (std::size_t n = 0; n < nodes_.size(); ++n) {
-      if (!nodes_[n]->running()) continue;
+      if (!nodes_[n]->answering()) continue;
       const auto map = slots_of(n);
       for (const auto& want : k.ranges) {
         std::size_t served = 0;
@@ -358,7 +366,7 @@ std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::millis
   std::string last_error;
   do {
     for (const auto r : k.replicas) {
-      if (!node(r).running()) continue;
+      if (!node(r).answering()) continue;
       try {
         if (took_over(r)) {
           killed_.erase(killed);
@@ -419,7 +427,7 @@ void redis_cluster::finish_migration(std::uint16_t slot, std::size_t from, std::
   do {
     problem.clear();
     for (std::size_t n = 0; n < nodes_.size() && problem.empty(); ++n) {
-      if (!nodes_[n]->running()) continue;
+      if (!nodes_[n]->answering()) continue;
       try {
         bool owned = false;
         for (const auto& r : slots_of(n)) {

@@ -201,6 +201,7 @@ void redis_server::stop() noexcept {
   process_->signal(SIGCONT);  // a paused server must wake up to act on SIGTERM
   process_->wait(5000ms);     // SIGKILL if it has not exited by then
   process_.reset();
+  paused_ = false;
 }
 
 void redis_server::kill() noexcept {
@@ -208,14 +209,18 @@ void redis_server::kill() noexcept {
   process_->signal(SIGKILL);
   process_->wait();
   process_.reset();
+  paused_ = false;
 }
 
 void redis_server::pause() {
-  if (running()) process_->signal(SIGSTOP);
+  if (!running()) return;
+  process_->signal(SIGSTOP);
+  paused_ = true;
 }
 
 void redis_server::resume() {
   if (running()) process_->signal(SIGCONT);
+  paused_ = false;
 }
 
 std::string redis_server::log_tail(std::size_t lines) const {

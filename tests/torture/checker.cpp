@@ -34,11 +34,13 @@ struct op_rec {
 
 struct grant_rec {
   std::int64_t worker = 0, gid = 0;
-  std::string_view name{}, fence{};
+  std::string_view name{}, fence{}, kind{};
   std::int64_t t_call = 0, t_grant = 0;
   std::int64_t t_lost = never;
   std::optional<bool> valid{};
-  std::int64_t rel_start = never;
+  std::int64_t t_invalid = never;  // when valid() said false
+  std::int64_t rel_start = never, rel_end = never;
+  std::int64_t valid_until = never;
   std::string_view outcome{};
   std::vector<op_rec> ops{};
   std::int64_t last_event = 0;
@@ -46,7 +48,42 @@ struct grant_rec {
 
   bool released_at_all() const { return rel_start != never; }
   std::int64_t end() const { return released_at_all() ? rel_start : last_event; }
+  std::int64_t believed_until() const {
+    return std::min({end(), valid_until, t_lost, t_invalid});
+  }
+  bool told() const {
+    return t_lost != never || valid == false || (released_at_all() && outcome != "released");
+  }
+  bool shares_with_readers() const { return kind == "read"; }
 };
+
+struct attempt_rec {
+  std::int64_t t_call = 0, t_end = 0;
+};
+
+struct fault_rec {
+  std::string kind;
+  std::int64_t t_start = 0, t_end = 0;
+};
+
+// The line's own time (event_log.hpp), for excerpts.
+std::int64_t line_time(const std::vector<std::string_view>& f) {
+  const auto at = [&](std::size_t i) { return i < f.size() ? number(f[i]) : 0; };
+  switch (f[0][0]) {
+    case 'G':
+      return at(6);
+    case 'N':
+    case 'M':
+      return at(4);
+    case 'O':
+      return at(11);
+    case 'F':
+    case 'T':
+      return at(2);
+    default:  // S V L R E
+      return at(3);
+  }
+}
 
 std::uint64_t key_of(std::int64_t worker, std::int64_t gid) {
   return (static_cast<std::uint64_t>(worker) << 40) ^ static_cast<std::uint64_t>(gid);
@@ -118,8 +155,12 @@ class checker {
       for (const auto i : members)
         judge(grants_[i], idx);
     }
+    for (auto& [name, members] : by_name)
+      conflicts(members);
+    fair_handoffs(by_name);
     unavailability(by_name);
     liveness();
+    excerpts();
     return std::move(r_);
   }
 
@@ -138,12 +179,20 @@ class checker {
                              .gid = number(f[2]),
                              .name = f[3],
                              .fence = f[4],
+                             .kind = f.size() > 7 ? f[7] : std::string_view("reentrant"),
                              .t_call = number(f[5]),
                              .t_grant = number(f[6]),
                              .last_event = number(f[6])});
           break;
         case 'N':
+          if (f.size() < 5) return bad();
           ++r_.not_acquired;
+          refused_[f[2]].push_back({number(f[3]), number(f[4])});
+          break;
+        case 'M':
+          if (f.size() < 5) return bad();
+          ++r_.multi_leftovers;
+          failures_at_.emplace_back(number(f[4]), f[2]);
           break;
         case 'E':
           if (f.size() < 6) return bad();
@@ -203,7 +252,10 @@ class checker {
         }
         case 'V':
           g.valid = f[4] == "1";
-          if (!*g.valid) ++r_.valid_false;
+          if (!*g.valid) {
+            ++r_.valid_false;
+            g.t_invalid = number(f[3]);
+          }
           g.last_event = std::max(g.last_event, number(f[3]));
           break;
         case 'L':
@@ -212,7 +264,9 @@ class checker {
           break;
         case 'R':
           g.rel_start = number(f[3]);
+          g.rel_end = number(f[4]);
           g.outcome = f[5];
+          if (f.size() > 6) g.valid_until = number(f[6]);
           ++r_.releases[std::string(f[5])];
           break;
       }
@@ -230,7 +284,7 @@ class checker {
         return;
       }
       ++r_.faults[kind];
-      faults_.push_back({kind, number(f[3])});
+      faults_.push_back({kind, number(f[2]), number(f[3])});
       if (kind == "kill" && f.size() > 4) kills_.push_back({number(f[4]), number(f[3])});
     });
   }
@@ -261,6 +315,7 @@ class checker {
     for (const auto& op : a.ops) {
       if (op.kind != 'w' || !op.accepted || idx.min_seq_from[from] >= op.seq) continue;
       ++r_.stale_writes_accepted;
+      failures_at_.emplace_back(op_time(a), a.name);
       if (r_.stale_write_examples.size() < 5) {
         r_.stale_write_examples.push_back(describe(a) + ": write seq " + std::to_string(op.seq) +
                                           " accepted, but a later grant's op had seq " +
@@ -279,6 +334,7 @@ class checker {
       ++r_.signalled_release;
     } else {
       ++r_.not_signalled;
+      failures_at_.emplace_back(a.rel_start, a.name);
       if (r_.unsignalled_examples.size() < 5) {
         r_.unsignalled_examples.push_back(
             describe(a) + ": a later grant came " + ms_text(idx.min_grant_from[from] - a.t_grant) +
@@ -327,7 +383,18 @@ class checker {
       previous = t;
     }
     no_grant_between(previous, in_.t_end);
-    for (const auto& [kind, t_end] : faults_) {
+    for (const auto& [kind, t_start, t_end] : faults_) {
+      // The longest stretch without a grant that overlaps the fault's window.
+      auto first = std::lower_bound(grant_times.begin(), grant_times.end(), t_start);
+      std::int64_t from = first == grant_times.begin() ? in_.t_start : *std::prev(first);
+      std::int64_t longest = 0;
+      for (auto it = first;; ++it) {
+        const auto to = it == grant_times.end() ? in_.t_end : *it;
+        longest = std::max(longest, to - from);
+        if (it == grant_times.end() || *it > t_end) break;
+        from = *it;
+      }
+      r_.unavailable_ms[kind].push_back(static_cast<double>(longest) / 1e6);
       const auto next = std::upper_bound(grant_times.begin(), grant_times.end(), t_end);
       const bool recovered = next != grant_times.end();
       const double ms =
@@ -335,6 +402,126 @@ class checker {
           1e6;
       r_.max_recovery_ms[kind] = std::max(r_.max_recovery_ms[kind], ms);
       if (!recovered) r_.never_recovered.emplace_back(kind, ms);
+    }
+    for (auto& [kind, v] : r_.unavailable_ms)
+      std::sort(v.begin(), v.end());
+  }
+
+  // Sweeps a name's holds in grant order, each believed until believed_until(), and counts
+  // every grant that came while the holds still believed left no room for it.
+  void conflicts(const std::vector<std::size_t>& members) {
+    std::vector<std::size_t> by_start = members;
+    std::sort(by_start.begin(), by_start.end(),
+              [&](auto x, auto y) { return grants_[x].t_grant < grants_[y].t_grant; });
+    std::multiset<std::pair<std::int64_t, std::size_t>> active;  // (believed until, grant)
+    for (const auto i : by_start) {
+      const auto& b = grants_[i];
+      while (!active.empty() && active.begin()->first <= b.t_grant)
+        active.erase(active.begin());
+      const std::size_t* other = nullptr;
+      const bool semaphore = b.kind == "semaphore" || b.kind == "leased-semaphore";
+      if (semaphore) {
+        if (active.size() + 1 > static_cast<std::size_t>(in_.permits)) other = &active.begin()->second;
+      } else {
+        for (const auto& a : active) {
+          if (!b.shares_with_readers() || !grants_[a.second].shares_with_readers()) {
+            other = &a.second;
+            break;
+          }
+        }
+      }
+      if (other != nullptr) {
+        const auto& a = grants_[*other];
+        const auto ns = std::min(a.believed_until(), b.believed_until()) - b.t_grant;
+        ++r_.conflicts;
+        r_.max_conflict_ms = std::max(r_.max_conflict_ms, static_cast<double>(ns) / 1e6);
+        if (!a.told()) ++r_.conflicts_unsignalled;
+        if (r_.conflict_examples.size() < 5) {
+          r_.conflict_examples.push_back(describe(b) + " while " + describe(a) +
+                                         " was believed for " + ms_text(ns) + " more; " +
+                                         (a.told() ? "its holder was told" : "NEVER TOLD"));
+          failures_at_.emplace_back(b.t_grant, b.name);
+        }
+      }
+      if (b.believed_until() > b.t_grant) active.insert({b.believed_until(), i});
+    }
+  }
+
+  void fair_handoffs(
+      const std::unordered_map<std::string_view, std::vector<std::size_t>>& by_name) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> server_faults;
+    for (const auto& f : faults_) {
+      if (f.kind != "kill" && f.kind != "stop") server_faults.emplace_back(f.t_start, f.t_end);
+    }
+    for (const auto& [name, members] : by_name) {
+      if (grants_[members.front()].kind != "fair") continue;
+      std::vector<std::int64_t> grant_times;
+      for (const auto i : members)
+        grant_times.push_back(grants_[i].t_grant);
+      std::sort(grant_times.begin(), grant_times.end());
+      const auto refused = refused_.find(name);
+      for (const auto i : members) {
+        const auto& g = grants_[i];
+        if (g.outcome != "released") continue;
+        const auto from = g.rel_end;
+        const auto next_it = std::upper_bound(grant_times.begin(), grant_times.end(), from);
+        const auto next = next_it == grant_times.end() ? in_.t_end : *next_it;
+        // Somebody was waiting for it when it came free.
+        bool waited = false;
+        for (const auto j : members) {
+          waited = waited || (grants_[j].t_call < from && grants_[j].t_grant > from);
+        }
+        if (refused != refused_.end()) {
+          for (const auto& a : refused->second)
+            waited = waited || (a.t_call < from && a.t_end > from);
+        }
+        if (!waited) continue;
+        const bool faulted = std::any_of(server_faults.begin(), server_faults.end(),
+                                         [&](const auto& w) { return w.first < next && w.second > from; });
+        if (faulted) continue;
+        ++r_.fair_handoffs;
+        r_.max_fair_handoff_ms =
+            std::max(r_.max_fair_handoff_ms, static_cast<double>(next - from) / 1e6);
+      }
+    }
+  }
+
+  // The lines of every log around the first failures, in time order.
+  void excerpts() {
+    std::sort(failures_at_.begin(), failures_at_.end());
+    if (failures_at_.size() > 3) failures_at_.resize(3);
+    for (const auto& [t, name] : failures_at_) {
+      std::vector<std::pair<std::int64_t, std::string>> lines;
+      for (const auto& text : texts_) {
+        for_each_line(text, [&](const std::vector<std::string_view>& f) {
+          const auto when = line_time(f);
+          if (when < t - in_.excerpt_ns || when > t + in_.excerpt_ns / 2) return;
+          // The name's own lines, the faults, and what its holders were told.
+          const bool about = f[0] == "F" || f[0] == "L" || f[0] == "R" || f[0] == "E" ||
+                             std::find(f.begin(), f.end(), name) != f.end();
+          if (!about) return;
+          std::string line;
+          for (const auto field : f) {
+            if (!line.empty()) line.push_back(' ');
+            line.append(field);
+          }
+          lines.emplace_back(when, std::move(line));
+        });
+      }
+      std::sort(lines.begin(), lines.end());
+      std::string out = "around +" + ms_text(t - in_.t_start) + " (" + std::string(name) +
+                        "), times in ms from the run's start:\n";
+      std::size_t shown = 0;
+      for (const auto& [when, line] : lines) {
+        if (++shown > 80) {
+          out.append("    ... ").append(std::to_string(lines.size() - 80)).append(" more\n");
+          break;
+        }
+        char stamp[32];
+        std::snprintf(stamp, sizeof stamp, "%10.1f  ", static_cast<double>(when - in_.t_start) / 1e6);
+        out.append("    ").append(stamp).append(line).push_back('\n');
+      }
+      r_.excerpts.push_back(std::move(out));
     }
   }
 
@@ -350,8 +537,10 @@ class checker {
     return buf;
   }
 
+  static std::int64_t op_time(const grant_rec& g) { return g.last_event; }
+
   std::string describe(const grant_rec& g) const {
-    return std::string(g.name) + " grant w" + std::to_string(g.worker) + "/" +
+    return std::string(g.name) + " " + std::string(g.kind) + " grant w" + std::to_string(g.worker) + "/" +
            std::to_string(g.gid) + " (fence " + std::string(g.fence) + ", granted at +" +
            ms_text(g.t_grant - in_.t_start) + ")";
   }
@@ -363,7 +552,9 @@ class checker {
   std::unordered_map<std::uint64_t, std::size_t> index_;
   std::vector<std::vector<std::string_view>> later_;
   std::vector<std::pair<std::int64_t, std::int64_t>> kills_;  // (worker, t_kill)
-  std::vector<std::pair<std::string, std::int64_t>> faults_;  // (kind, t_end)
+  std::vector<fault_rec> faults_;
+  std::unordered_map<std::string_view, std::vector<attempt_rec>> refused_;  // N lines, by name
+  std::vector<std::pair<std::int64_t, std::string_view>> failures_at_;    // (when, name)
 };
 
 }  // namespace

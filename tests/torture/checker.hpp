@@ -20,6 +20,15 @@
 //   start] (a holder that never released, killed or cut off by the end of the run, ends at its
 //   last logged event).
 //
+//   A hold is believed from its grant until the earliest of: its release starting, its lease's
+//   last known validity (lease::valid_until() at the release: the holder's own clock said it
+//   could count on the lock until then), its on_lost, its valid() check saying false, and (a
+//   holder killed in it) its last logged event. Two holds in conflict: believed at the same time
+//   where the kind allows no such thing (two holds of a lock, a write hold beside any other hold
+//   of the same read-write lock, more holds of a semaphore than its permits). A conflict is
+//   signalled if the older holder was told (on_lost, valid() false, or a release that was not
+//   clean); it lasts from the newer grant until either hold stops being believed.
+//
 //   Unavailability after a holder died: a worker SIGKILLed inside a grant (granted, and not yet
 //   at its valid() check, after which it writes and releases) → the next GRANT of that name by
 //   anyone.
@@ -38,6 +47,9 @@ struct check_input {
   std::string nemesis_log{};
   std::int64_t t_start = 0;  ///< the run's workload window, CLOCK_MONOTONIC ns
   std::int64_t t_end = 0;
+  int permits = 1;  ///< each semaphore's permits
+  /// The events around a failure are quoted from this far before it to half as far after.
+  std::int64_t excerpt_ns = 1'000'000'000;
 };
 
 struct check_report {
@@ -84,8 +96,30 @@ struct check_report {
   std::uint64_t stats_workers = 0, stats_born_dead = 0, stats_leases_lost = 0,
                 stats_release_failures = 0;
 
+  /// Conflicting holds (see above): how many, how many the older holder was never told of
+  /// (must be 0), and the longest.
+  std::uint64_t conflicts = 0;
+  std::uint64_t conflicts_unsignalled = 0;
+  double max_conflict_ms = 0;
+
+  /// Multi-locks: waits that ended without the lock but left a name held (must be 0).
+  std::uint64_t multi_leftovers = 0;
+
+  /// Fair locks: from a clean release to the next grant of the name while others waited,
+  /// outside every server fault's window: the longest (a dead waiter at the head of the queue
+  /// holds the others up until its place lapses).
+  double max_fair_handoff_ms = 0;
+  std::uint64_t fair_handoffs = 0;
+
+  /// By fault kind: each fault's longest stretch without any grant that overlaps its window,
+  /// sorted (for the median and the maximum).
+  std::map<std::string, std::vector<double>> unavailable_ms;
+
   std::vector<std::string> stale_write_examples;
   std::vector<std::string> unsignalled_examples;
+  std::vector<std::string> conflict_examples;
+  /// For the first failures: every log line around them, in time order.
+  std::vector<std::string> excerpts;
 };
 
 check_report check(const check_input& in);

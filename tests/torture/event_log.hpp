@@ -5,17 +5,22 @@
 //
 // Worker events (one log per worker process, w<ID>.log):
 //   S worker pid t                                         the worker started
-//   G worker grant name fence t_call t_grant               granted
+//   G worker grant name fence t_call t_grant kind          granted; kind: reentrant, simple,
+//        fair, read, write, semaphore, leased-semaphore, multi (one G line per name of a
+//        multi-lock, each with its own grant number)
 //   N worker name t_call t_end                             not granted within the wait
+//   M worker name holds t                                  a multi-lock's wait ended without
+//        the lock, yet the name was left held by its owner (holds > 0)
 //   O worker grant name fence kind seq accepted a b t_send t_reply
 //        a resource op, kind r (read) or w (write); seq is the resource's op sequence number,
 //        or - for an op that never reached it (held writes: refused, the lock no longer held);
 //        read: a = the value read, b = the highest fence the resource had seen (- when held);
 //        write: a = the value the grant had read (it writes a + 1), b = the value it replaced
-//   V worker grant t valid                                 lease::valid() before the write
+//   V worker grant t valid name kind                       lease::valid() before the write
 //   L worker grant t reason                                on_lost ran (expired | not_held)
-//   R worker grant t_start t_end outcome                   release (released | not_held |
-//                                                          unconfirmed)
+//   R worker grant t_start t_end outcome valid_until       release (released | not_held |
+//                                                          unconfirmed); the lease's
+//                                                          valid_until() just before it
 //   E worker grant t where code                            an exception (grant 0: outside one)
 //   T worker t grants attempts born_dead lost release_failures   client_stats at a clean exit
 // Nemesis events (nemesis.log):

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "cluster.hpp"
-#include "dlock/error.hpp"
+#include "deployment.hpp"
+#include "worker_pool.hpp"
 
 namespace dlock::torture {
 namespace {
@@ -33,13 +33,17 @@ constexpr named_kind kind_names[] = {
     {fault_kind::proxy_stall, "proxy-stall"},
     {fault_kind::proxy_half_open, "proxy-half-open"},
     {fault_kind::proxy_reset, "proxy-reset"},
+    {fault_kind::failover, "failover"},
+    {fault_kind::master_stop, "master-stop"},
+    {fault_kind::replication_stall, "replication-stall"},
+    {fault_kind::sentinel_kill, "sentinel-kill"},
+    {fault_kind::node_stop, "node-stop"},
+    {fault_kind::manual_failover, "manual-failover"},
+    {fault_kind::slot_migration, "slot-migration"},
+    {fault_kind::master_kill, "master-kill"},
+    {fault_kind::partition_minority, "partition-minority"},
+    {fault_kind::partition_majority, "partition-majority"},
 };
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
 
 }  // namespace
 
@@ -60,8 +64,9 @@ std::string_view fault_name(fault_kind k) {
   return "?";
 }
 
-std::vector<fault_kind> parse_faults(std::string_view list) {
-  if (list == "all") return all_faults();
+std::vector<fault_kind> parse_faults(std::string_view list,
+                                     const std::vector<fault_kind>& available) {
+  if (list == "all") return available;
   std::vector<fault_kind> out;
   if (list == "none") return out;
   while (!list.empty()) {
@@ -74,29 +79,39 @@ std::vector<fault_kind> parse_faults(std::string_view list) {
     if (found == std::end(kind_names)) {
       throw std::invalid_argument("unknown fault kind '" + std::string(item) + "'");
     }
+    if (std::find(available.begin(), available.end(), found->kind) == available.end()) {
+      throw std::invalid_argument("fault '" + std::string(item) +
+                                  "' does not apply to this topology");
+    }
     if (std::find(out.begin(), out.end(), found->kind) == out.end()) out.push_back(found->kind);
   }
   return out;
 }
 
-nemesis::nemesis(cluster& c, nemesis_options o)
-    : c_(c), o_(std::move(o)), rng_(o_.seed), log_(o_.log_path) {}
+nemesis::nemesis(worker_pool& pool, deployment& d, nemesis_options o)
+    : pool_(pool), deployment_(d), o_(std::move(o)), rng_(o_.seed), log_(o_.log_path) {}
+
+std::chrono::milliseconds uniform_ms(std::mt19937_64& rng, std::chrono::milliseconds from,
+                                     std::chrono::milliseconds to) {
+  return std::chrono::milliseconds(
+      std::uniform_int_distribution<std::int64_t>(from.count(), to.count())(rng));
+}
+
+std::chrono::milliseconds leases(std::mt19937_64& rng, std::chrono::milliseconds lease,
+                                 double from, double to) {
+  const auto l = static_cast<double>(lease.count());
+  return uniform_ms(rng, std::chrono::milliseconds(static_cast<std::int64_t>(from * l)),
+                    std::chrono::milliseconds(static_cast<std::int64_t>(to * l)));
+}
 
 std::chrono::milliseconds nemesis::uniform(std::chrono::milliseconds from,
                                            std::chrono::milliseconds to) {
-  return std::chrono::milliseconds(
-      std::uniform_int_distribution<std::int64_t>(from.count(), to.count())(rng_));
-}
-
-std::chrono::milliseconds nemesis::scaled(double from, double to) {
-  const auto lease = static_cast<double>(o_.lease.count());
-  return uniform(std::chrono::milliseconds(static_cast<std::int64_t>(from * lease)),
-                 std::chrono::milliseconds(static_cast<std::int64_t>(to * lease)));
+  return uniform_ms(rng_, from, to);
 }
 
 bool nemesis::run_until(steady::time_point deadline) {
   // A first pause lets the workers connect and get going before anything breaks.
-  if (!c_.wait_until(std::min(deadline, steady::now() + uniform(o_.gap_min, o_.gap_max)))) {
+  if (!pool_.wait_until(std::min(deadline, steady::now() + uniform(o_.gap_min, o_.gap_max)))) {
     return false;
   }
   while (!o_.kinds.empty() && steady::now() < deadline) {
@@ -108,105 +123,52 @@ bool nemesis::run_until(steady::time_point deadline) {
     round_.pop_back();
     if (!inject(kind)) return false;
     const auto gap = uniform(o_.gap_min, o_.gap_max);
-    if (!c_.wait_until(std::min(deadline, steady::now() + gap))) return false;
+    if (!pool_.wait_until(std::min(deadline, steady::now() + gap))) return false;
   }
-  return c_.wait_until(deadline);
-}
-
-void nemesis::restart_lock_server(bool keep_data) {
-  auto& server = c_.lock_server();
-  server.kill();
-  if (!keep_data) server.wipe_data();
-  server.start();  // returns once the server answers, its AOF loaded
+  return pool_.wait_until(deadline);
 }
 
 bool nemesis::inject(fault_kind k) {
   const auto t0 = now_ns();
   std::vector<std::string> detail;
   bool completed = true;
-  auto hold = [&](std::chrono::milliseconds d) {
-    detail.push_back("ms=" + to_string(d.count()));
-    completed = c_.wait_until(steady::now() + d);
-  };
-  auto victim = [&] {
-    const auto v = c_.pick_victim(rng_);
+  fault_scope scope{.rng = rng_, .detail = detail, .hold = [&](std::chrono::milliseconds d) {
+                      detail.push_back("ms=" + to_string(d.count()));
+                      completed = pool_.wait_until(steady::now() + d);
+                      return completed;
+                    }};
+  const auto victim = [&] {
+    auto v = pool_.pick_victim(rng_);
     detail.push_back(v.worker);
     detail.push_back(v.holder ? "holder=1" : "holder=0");
-    return v.slot;
+    return v;
   };
   try {
     switch (k) {
-      case fault_kind::kill:
-        c_.kill_and_respawn(victim());
+      case fault_kind::kill: {
+        const auto v = victim();
+        pool_.kill_and_respawn(v.slot);
+        // A plain semaphore's permits have no owner and no expiry: a holder killed before its
+        // release never gives them back. An operator would; so does the nemesis.
+        if (v.holder && v.kind == "semaphore" && o_.return_permits) o_.return_permits(v.name);
         break;
+      }
       case fault_kind::stop: {
-        const int slot = victim();
-        c_.signal(slot, SIGSTOP);
-        hold(scaled(0.2, 2.0));
-        c_.signal(slot, SIGCONT);
+        const int slot = victim().slot;
+        pool_.signal(slot, SIGSTOP);
+        scope.hold(leases(rng_, o_.lease, 0.2, 2.0));
+        pool_.signal(slot, SIGCONT);
         break;
       }
-      case fault_kind::restart_persistent:
-        restart_lock_server(true);
-        break;
-      case fault_kind::restart_empty:
-        restart_lock_server(false);
-        break;
-      case fault_kind::debug_sleep: {
-        const auto d = scaled(0.5, 2.0);
-        detail.push_back("ms=" + to_string(d.count()));
-        // The reply comes when the server wakes: this call is the fault's window.
-        c_.admin().command({"DEBUG", "SLEEP", seconds_text(d)}, d + 20s);
-        break;
-      }
-      case fault_kind::client_kill: {
-        const auto killed =
-            c_.admin().command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
-        detail.push_back("killed=" + to_string(killed.integer()));
-        break;
-      }
-      case fault_kind::client_pause: {
-        const auto d = scaled(0.5, 2.0);
-        const bool all = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
-        detail.push_back(all ? "mode=ALL" : "mode=WRITE");
-        c_.admin().command({"CLIENT", "PAUSE", to_string(d.count()), all ? "ALL" : "WRITE"});
-        hold(d);  // the server ends the pause by itself
-        break;
-      }
-      case fault_kind::proxy_latency: {
-        // Slow but alive: a round trip stays under the workers' 300 ms command timeout, so this
-        // tests slowness, while stall and half-open test silence.
-        const auto latency = uniform(10ms, 80ms);
-        const auto jitter = uniform(0ms, 40ms);
-        detail.push_back("latency=" + to_string(latency.count()));
-        detail.push_back("jitter=" + to_string(jitter.count()));
-        c_.proxy().set_latency(latency, jitter);
-        hold(uniform(2000ms, 4000ms));
-        c_.proxy().set_latency(0ms, 0ms);
-        break;
-      }
-      case fault_kind::proxy_stall: {
-        const auto d = scaled(0.5, 2.0);
-        c_.proxy().stall_for(d);
-        hold(d);
-        break;
-      }
-      case fault_kind::proxy_half_open: {
-        const auto d = scaled(0.5, 2.0);
-        c_.proxy().half_open_for(d);
-        hold(d);
-        break;
-      }
-      case fault_kind::proxy_reset:
-        c_.proxy().reset_all();
-        break;
+      default:
+        deployment_.inject(k, scope);
     }
   } catch (const std::exception& e) {
     // The run goes on; the checker counts the fault as failed, not as done.
     detail.insert(detail.begin(), "failed");
     detail.push_back(e.what());
   }
-  if (!completed) c_.proxy().heal();
+  if (!completed) deployment_.heal();
   const auto t1 = to_string(now_ns());
   const auto t0_text = to_string(t0);
   std::vector<std::string_view> fields = {"F", fault_name(k), t0_text, t1};

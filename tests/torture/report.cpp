@@ -22,13 +22,16 @@ std::string join_counts(const std::map<std::string, std::uint64_t>& m) {
 }
 
 std::string fault_list(const std::vector<fault_kind>& kinds) {
-  if (kinds == all_faults()) return "all";
   std::string out;
   for (const auto k : kinds) {
     if (!out.empty()) out += ',';
     out += fault_name(k);
   }
   return out.empty() ? "none" : out;
+}
+
+double median(const std::vector<double>& sorted) {
+  return sorted.empty() ? 0 : sorted[sorted.size() / 2];
 }
 
 double per_second(std::uint64_t n, double seconds) {
@@ -47,6 +50,28 @@ std::vector<std::string> verdict(const check_report& r, const run_info& info) {
   }
   if (r.not_signalled > 0) {
     out.push_back(std::to_string(r.not_signalled) + " lost leases not signalled");
+  }
+  if (r.conflicts_unsignalled > 0) {
+    out.push_back(std::to_string(r.conflicts_unsignalled) +
+                  " conflicting holds whose older holder was never told");
+  }
+  if (r.conflicts > 0 && !info.may_grant_twice) {
+    out.push_back(std::to_string(r.conflicts) + " conflicting holds (" + info.topology +
+                  " promises none here)");
+  }
+  if (info.may_grant_twice && r.max_conflict_ms > info.conflict_bound_ms) {
+    out.push_back("a conflict lasted " + std::to_string(std::lround(r.max_conflict_ms)) +
+                  " ms, over the " + std::to_string(std::lround(info.conflict_bound_ms)) +
+                  " ms in which its holder must be told");
+  }
+  if (r.multi_leftovers > 0) {
+    out.push_back(std::to_string(r.multi_leftovers) +
+                  " names left held by multi-lock waits that ended without the lock");
+  }
+  if (info.fair_handoff_bound_ms > 0 && r.max_fair_handoff_ms > info.fair_handoff_bound_ms) {
+    out.push_back("a fair lock's hand-off took " +
+                  std::to_string(std::lround(r.max_fair_handoff_ms)) + " ms, over " +
+                  std::to_string(std::lround(info.fair_handoff_bound_ms)) + " ms");
   }
   if (r.malformed_lines > 0) {
     out.push_back(std::to_string(r.malformed_lines) + " log lines the checker could not read");
@@ -85,10 +110,13 @@ std::string text_report(const check_report& r, const run_info& info,
     return std::string(b);
   };
   std::snprintf(line, sizeof line,
-                "dlock torture: %.1f s, %d workers, %d names, seed %llu, writes %s, faults: %s\n",
-                r.seconds, info.workers, info.names, static_cast<unsigned long long>(info.seed),
-                info.writes.c_str(), fault_list(info.faults).c_str());
+                "dlock torture: %.1f s, %d workers, %d names (%s), seed %llu, writes %s, "
+                "faults: %s\n",
+                r.seconds, info.workers, info.names, info.kinds.c_str(),
+                static_cast<unsigned long long>(info.seed), info.writes.c_str(),
+                fault_list(info.faults).c_str());
   o << line;
+  o << "  on " << info.deployment << "\n";
   std::snprintf(line, sizeof line, "%llu (%.1f/s); waits that ended without the lock: %llu",
                 static_cast<unsigned long long>(r.grants), per_second(r.grants, r.seconds),
                 static_cast<unsigned long long>(r.not_acquired));
@@ -98,6 +126,17 @@ std::string text_report(const check_report& r, const run_info& info,
   if (!r.faults_failed.empty()) row("faults that failed to inject", join_counts(r.faults_failed));
   row("critical sections overlapping",
       n(r.overlap_pairs) + " pairs, " + n(r.overlap_grants) + " grants involved");
+  row(info.may_grant_twice ? "conflicting holds (allowed if told)"
+                           : "CONFLICTING HOLDS (must be 0)",
+      n(r.conflicts) + "; longest " + ms(r.max_conflict_ms) +
+          (info.may_grant_twice ? " (bound " + ms(info.conflict_bound_ms) + ")" : ""));
+  row("UNTOLD CONFLICTS (must be 0)", n(r.conflicts_unsignalled));
+  if (r.multi_leftovers > 0) row("MULTI-LOCK LEFTOVERS (must be 0)", n(r.multi_leftovers));
+  if (r.fair_handoffs > 0) {
+    row("fair hand-offs while others waited",
+        n(r.fair_handoffs) + "; longest " + ms(r.max_fair_handoff_ms) + " (bound " +
+            ms(info.fair_handoff_bound_ms) + ")");
+  }
   row("resource ops", n(r.ops) + "; writes accepted " + n(r.writes_accepted));
   row("stale reads rejected", n(r.reads_rejected));
   row("stale writes rejected", n(r.writes_rejected));
@@ -121,6 +160,12 @@ std::string text_report(const check_report& r, const run_info& info,
     recovery += ms(v);
   }
   row("fault end to next grant, longest", recovery.empty() ? "none" : recovery);
+  std::string unavailable;
+  for (const auto& [kind, v] : r.unavailable_ms) {
+    if (!unavailable.empty()) unavailable += ", ";
+    unavailable += kind + " " + ms(median(v)) + " / " + ms(v.empty() ? 0 : v.back());
+  }
+  row("no grant during a fault, p50 / max", unavailable.empty() ? "none" : unavailable);
   row("faults never followed by a grant", n(r.never_recovered.size()));
   row("workers", "started " + n(r.workers_started) + ", unexpected exits " +
                      std::to_string(info.unexpected_worker_exits));
@@ -136,6 +181,12 @@ std::string text_report(const check_report& r, const run_info& info,
     o << "  stale write: " << e << "\n";
   for (const auto& e : r.unsignalled_examples)
     o << "  unsignalled loss: " << e << "\n";
+  for (const auto& e : r.conflict_examples)
+    o << "  conflict: " << e << "\n";
+  if (!failures.empty()) {
+    for (const auto& e : r.excerpts)
+      o << "  events " << e;
+  }
   if (failures.empty()) {
     o << "PASS\n";
   } else {
@@ -152,6 +203,10 @@ std::string json_report(const check_report& r, const run_info& info,
                         const std::vector<std::string>& failures) {
   nlohmann::json j;
   j["seconds"] = r.seconds;
+  j["topology"] = info.topology;
+  j["deployment"] = info.deployment;
+  j["kinds"] = info.kinds;
+  j["replicas"] = info.replicas;
   j["seed"] = info.seed;
   j["workers"] = info.workers;
   j["names"] = info.names;
@@ -164,6 +219,19 @@ std::string json_report(const check_report& r, const run_info& info,
   j["faults"] = r.faults;
   j["faults_failed"] = r.faults_failed;
   j["overlaps"] = {{"pairs", r.overlap_pairs}, {"grants", r.overlap_grants}};
+  j["conflicts"] = {{"count", r.conflicts},
+                    {"unsignalled", r.conflicts_unsignalled},
+                    {"longest_ms", r.max_conflict_ms},
+                    {"allowed", info.may_grant_twice},
+                    {"bound_ms", info.conflict_bound_ms}};
+  j["multi_leftovers"] = r.multi_leftovers;
+  j["fair_handoffs"] = {{"count", r.fair_handoffs},
+                        {"longest_ms", r.max_fair_handoff_ms},
+                        {"bound_ms", info.fair_handoff_bound_ms}};
+  nlohmann::json unavailable = nlohmann::json::object();
+  for (const auto& [kind, v] : r.unavailable_ms)
+    unavailable[kind] = {{"p50_ms", median(v)}, {"max_ms", v.empty() ? 0 : v.back()}};
+  j["unavailable_during_fault"] = unavailable;
   j["resource_ops"] = r.ops;
   j["stale_reads_rejected"] = r.reads_rejected;
   j["stale_writes_rejected"] = r.writes_rejected;
@@ -201,6 +269,8 @@ std::string json_report(const check_report& r, const run_info& info,
                 {"bytes_dropped", info.proxy.bytes_dropped}};
   j["stale_write_examples"] = r.stale_write_examples;
   j["unsignalled_examples"] = r.unsignalled_examples;
+  j["conflict_examples"] = r.conflict_examples;
+  j["excerpts"] = r.excerpts;
   j["failures"] = failures;
   j["pass"] = failures.empty();
   j["logs"] = info.dir;

@@ -17,6 +17,17 @@ inline constexpr int never_recovered_leases = 10;
 
 /// How the run was set up, for the report's header.
 struct run_info {
+  std::string topology = "standalone";
+  std::string deployment{};  ///< deployment::describe()
+  std::string kinds{};
+  int replicas = 0;  ///< --replicas: min_replica_acks
+  /// What the docs promise here: false, no hold is ever granted while a conflicting one is
+  /// believed; true, it can happen (grants lost with data or in a failover) but the older holder
+  /// is told, within `conflict_bound_ms`.
+  bool may_grant_twice = false;
+  double conflict_bound_ms = 0;
+  /// A fair lock's hand-off while others wait, dead waiters at the head included, within this.
+  double fair_handoff_bound_ms = 0;
   std::uint64_t seed = 0;
   int workers = 0;
   int names = 0;
@@ -30,7 +41,10 @@ struct run_info {
 };
 
 /// Why the run failed; empty if it passed. A run fails if a stale write was accepted, an update
-/// was lost, a lost lease went unsignalled, it made fewer than `min_grants` grants, an enabled
+/// was lost, a lost lease went unsignalled, two holds conflicted where the deployment promises
+/// they never do (or where it allows it, the older holder was not told, or not within
+/// `conflict_bound_ms`), a failed multi-lock wait left a name held, a fair lock's hand-off took
+/// longer than `fair_handoff_bound_ms`, it made fewer than `min_grants` grants, an enabled
 /// fault kind never happened, nobody got a lock again after a fault that ended more than
 /// `never_recovered_leases` leases before the run did, or the checker could not read every log
 /// line.

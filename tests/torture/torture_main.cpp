@@ -1,33 +1,32 @@
 // dlock_torture: the torture harness's controller. It checks dlock's safety promises (no stale
-// write accepted by a fenced resource, no lost lease left unsignalled; with --writes held, no
-// write under a lease landing once the lease no longer held its lock) while a nemesis breaks
-// things, and reports what it saw.
+// write accepted by a fenced resource, no lost lease left unsignalled, no two holds in conflict
+// where the deployment promises none and none unsignalled where it allows them; with --writes
+// held, no write under a lease landing once the lease no longer held its lock) while a nemesis
+// breaks things, and reports what it saw.
 //
-//   dlock_torture [--seconds N] [--workers N] [--names N] [--min-grants N] [--seed N] [--json]
-//                 [--faults LIST] [--lease-ms N] [--fault-gap MIN,MAX] [--dir PATH] [--keep]
-//                 [--appendfsync always|everysec] [--long-work-ppm N] [--worker PATH]
-//                 [--writes fenced|held]
+//   dlock_torture [--topology standalone|sentinel|cluster|redlock] [--replicas N]
+//                 [--kinds LIST] [--permits N] [--seconds N] [--workers N] [--names N]
+//                 [--min-grants N] [--seed N] [--json] [--faults LIST] [--lease-ms N]
+//                 [--fault-gap MIN,MAX] [--dir PATH] [--keep] [--appendfsync always|everysec]
+//                 [--long-work-ppm N] [--worker PATH] [--writes fenced|held]
 //
-// It starts a lock redis-server (AOF on, fsync always, DEBUG enabled), a resource redis-server
-// (healthy, never faulted), and the fault proxy (fault_proxy.hpp) in front of the lock server;
-// then W worker processes (worker.cpp) that take the lock names — half reentrant, half simple —
-// through the proxy with short watchdog leases, and under each grant do a fenced read and a
-// fenced write (read + 1) on the resource server, whose scripts number every op. While they run,
-// the nemesis (nemesis.hpp) injects one fault at a time, each kind once per shuffled round:
-// kill, stop, restart-persistent, restart-empty, debug-sleep, client-kill, client-pause,
-// proxy-latency, proxy-stall, proxy-half-open, proxy-reset (--faults picks some; "all" by
-// default). With --writes held the resource lives on the lock server instead, beside the locks,
-// and the workers' ops go through lease::write_while_held (no fences); restart-empty, which
-// wipes the resource with the locks, is left out. Workers that die are respawned. At the end the
-// workers are stopped, and the checker (checker.hpp states the definitions) reads every log and
-// prints the report.
+// It starts the deployment (deployment.hpp: one server behind the fault proxy, a Sentinel set,
+// a cluster, or five RedLock masters behind a proxy each), a resource redis-server (healthy,
+// never faulted), then W worker processes (worker.cpp) that take the lock names, each of its
+// kind, with short watchdog leases, and under each exclusive hold do a fenced read and a fenced
+// write (read + 1) on the resource server, whose scripts number every op. While they run, the
+// nemesis (nemesis.hpp) injects one fault at a time, each kind the deployment can suffer once per
+// shuffled round (--faults picks some; "all" by default). With --writes held the resource lives
+// on the lock server instead, beside the locks, and the workers' ops go through
+// lease::write_while_held (no fences). Workers that die are respawned. At the end the workers are
+// stopped, and the checker (checker.hpp states the definitions) reads every log and prints the
+// report; report.hpp says when a run fails.
 //
-// Exit status: 0 pass; 1 if a stale write was accepted, an update was lost, a lost lease went
-// unsignalled, there were fewer than --min-grants grants, an enabled fault kind never happened,
-// or a log line could not be read; 2 if the harness itself failed; 77 without redis-server; 130
-// if interrupted. Every process it started is stopped by PID in all cases (and dies with it through
-// PR_SET_PDEATHSIG). Logs stay in the run directory when the run fails or with --keep.
-// tests/torture/README.md has the CI-length and long runs.
+// Exit status: 0 pass; 1 if the verdict found a failure; 2 if the harness itself failed (or was
+// given options that do not go together); 77 without redis-server (or redis-sentinel,
+// redis-cli for the topologies that need them); 130 if interrupted. Every process it started
+// is stopped by PID in all cases (and dies with it through PR_SET_PDEATHSIG). Logs stay in the
+// run directory when the run fails or with --keep. tests/torture/README.md has the long runs.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,10 +37,15 @@
 #include <random>
 
 #include "checker.hpp"
-#include "cluster.hpp"
+#include "deployment.hpp"
+#include "dlock/dlock.hpp"
+#include "embedded/redis_cluster.hpp"
+#include "embedded/redis_sentinel_set.hpp"
 #include "event_log.hpp"
+#include "lock_client_options.hpp"
 #include "nemesis.hpp"
 #include "report.hpp"
+#include "worker_pool.hpp"
 
 namespace dlock::torture {
 namespace {
@@ -49,6 +53,10 @@ namespace {
 using namespace std::chrono_literals;
 
 struct options {
+  std::string topology = "standalone";
+  int replicas = 0;
+  std::string kinds = "reentrant,simple";
+  int permits = 2;
   double seconds = 120;
   int workers = 8;
   int names = 4;
@@ -84,31 +92,61 @@ std::string make_run_dir(const std::string& wanted) {
 
 int run_in(const options& o, const std::string& dir);
 
-// The fault kinds to inject. Held writes keep the resource on the lock server, so a restart
-// with the data gone loses the resource too: every check of its values would then fail for a
-// reason that is no bug of the lock (docs/safety.md, 2a, states the assumption). "all" leaves
-// it out there, and naming it is refused.
-std::vector<fault_kind> faults_for(const options& o) {
-  auto kinds = parse_faults(o.faults);
-  if (o.writes != "held") return kinds;
+const std::vector<std::string> known_kinds = {"reentrant", "simple",          "fair", "read-write",
+                                              "semaphore", "leased-semaphore", "multi"};
+
+// The fault kinds to inject, out of those the deployment can suffer. Held writes keep the
+// resource on the lock server, so a restart with the data gone loses the resource too: every
+// check of its values would then fail for a reason that is no bug of the lock (docs/safety.md,
+// 2a, states the assumption). A plain semaphore's count has no owner to tell when it is lost
+// with the data. "all" leaves that fault out for them, and naming it is refused.
+std::vector<fault_kind> faults_for(const options& o, const std::vector<fault_kind>& available) {
+  auto kinds = parse_faults(o.faults, available);
+  const auto kinds_named = split_commas(o.kinds);
+  const bool plain_semaphore =
+      std::find(kinds_named.begin(), kinds_named.end(), "semaphore") != kinds_named.end();
+  if (o.writes != "held" && !plain_semaphore) return kinds;
   const auto empty = std::find(kinds.begin(), kinds.end(), fault_kind::restart_empty);
   if (empty == kinds.end()) return kinds;
   if (o.faults != "all") {
     throw std::invalid_argument(
-        "--writes held keeps the resource on the lock server, which restart-empty wipes: leave "
-        "that fault out");
+        "restart-empty loses what --writes held or a plain semaphore keeps on the lock server: "
+        "leave that fault out");
   }
   kinds.erase(empty);
   return kinds;
 }
 
+// Options that do not go together, refused before anything starts.
+void check_options(const options& o) {
+  for (const auto& k : split_commas(o.kinds)) {
+    if (std::find(known_kinds.begin(), known_kinds.end(), k) == known_kinds.end()) {
+      throw std::invalid_argument("unknown kind '" + k + "'");
+    }
+    if (o.topology == "redlock" && k != "reentrant" && k != "simple") {
+      throw std::invalid_argument("RedLock takes reentrant and simple locks only, not '" + k + "'");
+    }
+  }
+  if (split_commas(o.kinds).empty()) throw std::invalid_argument("--kinds is empty");
+  if (o.topology == "redlock" && o.writes == "held") {
+    throw std::invalid_argument("--writes held needs one lock server; RedLock has five");
+  }
+  if ((o.topology == "standalone" || o.topology == "redlock") && o.replicas != 0) {
+    throw std::invalid_argument("--replicas is for sentinel and cluster");
+  }
+}
+
+int run_in(const options& o, const std::string& dir);
+
 int run(const options& o) {
-  if (!embedded::server_available()) {
-    std::fprintf(stderr, "dlock_torture: redis-server not found; skipped\n");
+  if (!embedded::server_available() ||
+      (o.topology == "sentinel" && !embedded::sentinel_available()) ||
+      (o.topology == "cluster" && !embedded::cluster_available())) {
+    std::fprintf(stderr, "dlock_torture: redis-server (or redis-sentinel, redis-cli) not found; "
+                         "skipped\n");
     return 77;
   }
   install_interrupt_handlers();
-  faults_for(o);  // a bad list fails before anything starts
   const auto dir = make_run_dir(o.dir);
   try {
     return run_in(o, dir);
@@ -119,54 +157,99 @@ int run(const options& o) {
 }
 
 int run_in(const options& o, const std::string& dir) {
-  const auto faults = faults_for(o);
   const auto seed = o.seed != 0 ? o.seed : std::random_device{}();
   const auto lease = std::chrono::milliseconds(o.lease_ms);
+  const auto command_timeout = std::max(1ms, lease * 3 / 10);
+  const auto recheck = std::max(1ms, lease / 5);
+  const auto fair_waiter_lease = std::max(30ms, lease);
+  std::vector<std::string> names;
+  for (int i = 0; i < o.names; ++i)
+    names.push_back("torture-" + std::to_string(i));
 
-  run_info info{.seed = seed,
-                .workers = o.workers,
-                .names = o.names,
-                .faults = faults,
-                .writes = o.writes,
-                .min_grants = o.min_grants,
-                .lease_ms = o.lease_ms,
-                .dir = dir};
   check_report report;
+  run_info info;
   bool completed = false;
   {
-    cluster c(
+    const auto d = make_deployment({.topology = o.topology,
+                                    .appendfsync = o.appendfsync,
+                                    .lease = lease,
+                                    .lock_names = names},
+                                   o.replicas);
+    const auto faults = faults_for(o, topology_faults(o.topology));
+    std::optional<embedded::redis_server> resource;
+    if (o.writes != "held") resource.emplace();
+    info = {.topology = o.topology,
+            .deployment = d->describe(),
+            .kinds = o.kinds,
+            .replicas = o.replicas,
+            .may_grant_twice = d->may_grant_twice(faults),
+            // The older holder hears of it at its next renewal: a watchdog period, plus a
+            // reconnection to the new master (connect and command timeouts, the reconnect backoff).
+            .conflict_bound_ms = static_cast<double>((lease / 3 + command_timeout * 2 + 250ms).count()),
+            // A dead waiter's place lapses, and the next waiter re-checks.
+            .fair_handoff_bound_ms =
+                static_cast<double>((fair_waiter_lease + recheck + command_timeout).count()),
+            .seed = seed,
+            .workers = o.workers,
+            .names = o.names,
+            .faults = faults,
+            .writes = o.writes,
+            .min_grants = o.min_grants,
+            .lease_ms = o.lease_ms,
+            .dir = dir};
+    worker_pool pool(
         {.dir = dir,
          .worker_program = o.worker_program.empty() ? default_worker_program() : o.worker_program,
+         .topology = o.topology,
+         .lock_url = d->lock_url(),
+         .resource_port = resource ? resource->port() : std::uint16_t{0},
+         .replicas = o.replicas,
+         .kinds = o.kinds,
+         .permits = o.permits,
          .workers = o.workers,
          .names = o.names,
          .seed = seed,
          .lease = lease,
-         .recheck = std::max(1ms, lease / 5),
-         .command_timeout = std::max(1ms, lease * 3 / 10),
-         .connect_timeout = std::max(1ms, lease * 3 / 10),
+         .recheck = recheck,
+         .command_timeout = command_timeout,
+         .connect_timeout = command_timeout,
          .wait = lease * 2,
+         .fair_waiter_lease = fair_waiter_lease,
          .long_work_ppm = o.long_work_ppm,
-         .appendfsync = o.appendfsync,
          .writes = o.writes});
-    nemesis n(c, {.kinds = faults,
-                  .lease = lease,
-                  .gap_min = std::chrono::milliseconds(o.fault_gap.at(0)),
-                  .gap_max = std::chrono::milliseconds(o.fault_gap.at(1)),
-                  .seed = seed,
-                  .log_path = dir + "/nemesis.log"});
-    c.start_workers();
+    // The controller's own client, for what an operator would do: give back a plain
+    // semaphore's permits that a killed holder took with it.
+    std::optional<client> repairs;
+    nemesis n(pool, *d,
+              {.kinds = faults,
+               .lease = lease,
+               .gap_min = std::chrono::milliseconds(o.fault_gap.at(0)),
+               .gap_max = std::chrono::milliseconds(o.fault_gap.at(1)),
+               .seed = seed,
+               .log_path = dir + "/nemesis.log",
+               .return_permits = [&](const std::string& name) {
+                 if (!repairs) {
+                   repairs.emplace(lock_client_options(o.topology, d->lock_url(), 5s, 5s));
+                 }
+                 repairs->semaphore(name).release(1);
+               }});
+    pool.start_workers();
     const auto t_start = now_ns();
     completed = n.run_until(std::chrono::steady_clock::now() +
                             std::chrono::milliseconds(static_cast<std::int64_t>(o.seconds * 1e3)));
-    c.proxy().heal();
+    d->heal();
     const auto t_end = now_ns();
-    c.stop_workers(5s);
-    info.unexpected_worker_exits = c.unexpected_exits();
-    info.proxy = c.proxy().counters();
-    report = check({.worker_logs = c.worker_logs(),
+    pool.stop_workers(5s);
+    repairs.reset();
+    info.unexpected_worker_exits = pool.unexpected_exits();
+    info.proxy = d->proxies();
+    report = check({.worker_logs = pool.worker_logs(),
                     .nemesis_log = dir + "/nemesis.log",
                     .t_start = t_start,
-                    .t_end = t_end});
+                    .t_end = t_end,
+                    .permits = o.permits,
+                    .excerpt_ns = lease.count() * 2'000'000});
+    if (resource) resource->kill();
   }  // every process stopped here
   const auto failures = verdict(report, info);
   const bool keep = o.keep || !o.dir.empty() || !failures.empty() || !completed;
@@ -218,10 +301,32 @@ int main(int argc, char** argv) {
                  "ops through lease::write_while_held (restart-empty left out)")
       ->check(CLI::IsMember({"fenced", "held"}))
       ->capture_default_str();
+  app.add_option("--topology", o.topology, "what the locks live on")
+      ->check(CLI::IsMember({"standalone", "sentinel", "cluster", "redlock"}))
+      ->capture_default_str();
+  app.add_option("--replicas", o.replicas,
+                 "sentinel, cluster: replicas that must acknowledge each grant and renewal "
+                 "(client_options::min_replica_acks)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 2));
+  app.add_option("--kinds", o.kinds,
+                 "the names' kinds, name i of kind i mod the list: reentrant, simple, fair, "
+                 "read-write, semaphore, leased-semaphore, multi")
+      ->capture_default_str();
+  app.add_option("--permits", o.permits, "each semaphore's permits")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   if (o.workers < 1 || o.names < 1 || o.fault_gap.size() != 2 || o.fault_gap[0] < 0 ||
       o.fault_gap[1] < o.fault_gap[0]) {
     std::fprintf(stderr, "dlock_torture: bad --workers, --names or --fault-gap\n");
+    return 2;
+  }
+  try {
+    dlock::torture::check_options(o);
+    dlock::torture::faults_for(o, dlock::torture::topology_faults(o.topology));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_torture: %s\n", e.what());
     return 2;
   }
   try {

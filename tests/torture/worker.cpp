@@ -1,16 +1,21 @@
 // dlock_torture_worker: one worker process of the torture harness (torture_main.cpp starts,
-// kills, pauses and respawns them). It takes locks on the lock server through the fault proxy
-// and, under each lock, does a read-modify-write of a resource, logging every event to its own
-// file (event_log.hpp describes the lines). With `--writes fenced` (the default) the resource
-// is on the resource server and each op is fenced; with `--writes held` it is on the lock server
-// itself, next to the lock, and each op is a `lease::write_while_held`, which the server runs
-// only while the lease still holds the lock. It runs until SIGTERM (then it finishes the
-// iteration, logs its client's stats and exits 0) or SIGKILL.
+// kills, pauses and respawns them). It takes locks on the deployment (deployment.hpp) and, under
+// each exclusive hold, does a read-modify-write of a resource, logging every event to its own
+// file (event_log.hpp describes the lines). Name i is of kind i mod the --kinds list: reentrant,
+// simple, fair, read-write (a third of the holds write), semaphore and leased-semaphore (one of
+// --permits permits per hold; no resource ops: holders share), multi (seven holds in ten take
+// the name and NAME-m together, the rest one of them alone as a reentrant lock). With
+// `--writes fenced` (the default) the resource is on the resource server and each op is fenced;
+// with `--writes held` it is on the lock server itself, next to the lock, and each op is a
+// `lease::write_while_held`, which the server runs only while the lease still holds the lock.
+// It runs until SIGTERM (then it finishes the iteration, logs its client's stats and exits 0)
+// or SIGKILL.
 //
-//   dlock_torture_worker --id N --lock-port P --resource-port P --names N --log PATH
-//                        (--resource-port may be 0 or absent with --writes held)
-//                        [--writes fenced|held] [--seed N] [--lease-ms N] [--recheck-ms N]
-//                        [--command-timeout-ms N] [--connect-timeout-ms N] [--wait-ms N]
+//   dlock_torture_worker --id N --topology T --lock-url URL --resource-port P --names N
+//                        --log PATH (--resource-port may be 0 with --writes held)
+//                        [--kinds LIST] [--permits N] [--replicas N] [--writes fenced|held]
+//                        [--seed N] [--lease-ms N] [--recheck-ms N] [--command-timeout-ms N]
+//                        [--connect-timeout-ms N] [--wait-ms N] [--fair-waiter-lease-ms N]
 //                        [--long-work-ppm N]
 #include <signal.h>
 #include <unistd.h>
@@ -27,6 +32,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock_lua_scripts.hpp"  // tests/torture/scripts, embedded at build time
 #include "event_log.hpp"
+#include "lock_client_options.hpp"
 
 namespace dlock::torture {
 namespace {
@@ -42,8 +48,13 @@ void on_sigterm(int) {
 
 struct settings {
   std::string id;
-  std::uint16_t lock_port = 0;
+  std::string topology = "standalone";
+  std::string lock_url;
   std::uint16_t resource_port = 0;
+  std::vector<std::string> kinds;
+  int permits = 2;
+  int replicas = 0;
+  std::chrono::milliseconds fair_waiter_lease{1000};
   int names = 4;
   std::string log;
   std::uint64_t seed = 1;
@@ -63,7 +74,12 @@ settings parse(int argc, char** argv) {
   };
   settings s;
   s.id = kv.count("--id") ? kv["--id"] : "0";
-  s.lock_port = static_cast<std::uint16_t>(number("--lock-port", 0));
+  s.topology = kv.count("--topology") ? kv["--topology"] : "standalone";
+  s.lock_url = kv["--lock-url"];
+  s.kinds = split_commas(kv.count("--kinds") ? kv["--kinds"] : "reentrant,simple");
+  s.permits = static_cast<int>(number("--permits", 2));
+  s.replicas = static_cast<int>(number("--replicas", 0));
+  s.fair_waiter_lease = std::chrono::milliseconds(number("--fair-waiter-lease-ms", 1000));
   s.resource_port = static_cast<std::uint16_t>(number("--resource-port", 0));
   s.names = static_cast<int>(number("--names", 4));
   s.log = kv["--log"];
@@ -76,11 +92,11 @@ settings parse(int argc, char** argv) {
   s.long_work_ppm = static_cast<int>(number("--long-work-ppm", 100));
   const std::string writes = kv.count("--writes") ? kv["--writes"] : "fenced";
   s.held_writes = writes == "held";
-  if (s.lock_port == 0 || (s.resource_port == 0 && !s.held_writes) || s.log.empty() ||
-      s.names < 1 || (writes != "fenced" && writes != "held")) {
+  if (s.lock_url.empty() || (s.resource_port == 0 && !s.held_writes) || s.log.empty() ||
+      s.names < 1 || s.kinds.empty() || (writes != "fenced" && writes != "held")) {
     throw std::invalid_argument(
-        "usage: dlock_torture_worker --id N --lock-port P "
-        "--resource-port P --names N --log PATH [--writes fenced|held] [...]");
+        "usage: dlock_torture_worker --id N --topology T --lock-url URL --resource-port P "
+        "--names N --log PATH [--kinds LIST] [--writes fenced|held] [...]");
   }
   return s;
 }
@@ -106,6 +122,14 @@ struct op_result {
   std::int64_t seq = 0;
   bool accepted = false;
   std::string a, b;
+};
+
+// One grant the worker holds: a lease and what its lines say about it. A multi-lock's grant
+// is one per name.
+struct hold {
+  lease l;
+  std::string name;
+  std::string gid;
 };
 
 class worker {
@@ -135,21 +159,33 @@ class worker {
   }
 
  private:
-  // The lock server may be restarting or behind a refusing proxy when a worker starts.
+  const std::string& kind_of(std::size_t name_index) const {
+    return s_.kinds[name_index % s_.kinds.size()];
+  }
+
+  // The deployment may be failing over, restarting or behind a refusing proxy when a worker
+  // starts. A semaphore gets its permits from the first worker to get there.
   bool connect() {
-    client_options o;
-    o.connection.port = s_.lock_port;
-    o.connection.client_name = "torture-worker-" + s_.id;
-    o.connection.command_timeout = s_.command_timeout;
-    o.connection.connect_timeout = s_.connect_timeout;
-    o.connection.reconnect_max = 250ms;
-    o.watchdog_lease = s_.lease;
-    o.max_recheck = s_.recheck;
     while (!stop_requested) {
       try {
+        auto o = lock_client_options(s_.topology, s_.lock_url, s_.command_timeout,
+                                     s_.connect_timeout);
+        o.connection.client_name = "torture-worker-" + s_.id;
+        o.watchdog_lease = s_.lease;
+        o.max_recheck = s_.recheck;
+        o.min_replica_acks = s_.replicas;
+        o.replica_ack_timeout = s_.command_timeout / 2;
+        o.fair_waiter_lease = s_.fair_waiter_lease;
         client_.emplace(o);
+        for (std::size_t i = 0; i < names_.size(); ++i) {
+          if (kind_of(i) == "semaphore") client_->semaphore(names_[i]).try_set_permits(s_.permits);
+          if (kind_of(i) == "leased-semaphore") {
+            client_->leased_semaphore(names_[i]).try_set_permits(s_.permits);
+          }
+        }
         return true;
-      } catch (const dlock::error& e) {
+      } catch (const std::system_error& e) {
+        client_.reset();
         log_.write({"E", s_.id, "0", to_string(now_ns()), "connect", code_name(e)});
         std::this_thread::sleep_for(50ms);  // the workload's own pace, not a test's wait
       }
@@ -157,44 +193,119 @@ class worker {
     return false;
   }
 
-  void iteration(std::optional<redis_client>& resource) {
-    const auto i = std::uniform_int_distribution<int>(0, s_.names - 1)(rng_);
-    const auto& name = names_[static_cast<std::size_t>(i)];
-    const auto gid = to_string(++next_grant_);
-    const auto t_call = now_ns();
-    lease l;
-    try {
-      // Runs on the client's I/O thread: one write(2), nothing that blocks.
-      lease_options o{.on_lost = [this, gid](lease_lost_reason why) {
+  // Takes name `i` as its kind says; fills `holds` (empty: not granted within the wait) and
+  // returns the kind logged on the grant's lines.
+  std::string acquire(std::size_t i, std::vector<hold>& holds) {
+    const auto& name = names_[i];
+    const auto& kind = kind_of(i);
+    std::vector<std::string> names = {name};
+    std::string label = kind;
+    const auto pick = std::uniform_int_distribution<int>(0, 9)(rng_);
+    if (kind == "multi") {
+      names.push_back(name + "-m");
+      if (pick >= 7) {
+        names = {names[static_cast<std::size_t>(pick % 2)]};
+        label = "reentrant";
+      }
+    } else if (kind == "read-write") {
+      label = pick < 3 ? "write" : "read";
+    }
+    std::vector<std::string> gids;
+    for (std::size_t k = 0; k < names.size(); ++k)
+      gids.push_back(to_string(++next_grant_));
+    // Runs on the client's I/O thread: one write(2) per line, nothing that blocks. A multi-lock
+    // says that one of its holds was lost, not which: every one of them is marked.
+    lease_options o{.on_lost = [this, gids](lease_lost_reason why) {
+      for (const auto& gid : gids) {
         log_.write({"L", s_.id, gid, to_string(now_ns()),
                     why == lease_lost_reason::expired ? "expired" : "not_held"});
-      }};
-      l = i % 2 == 0 ? client_->reentrant(name).try_acquire_for(s_.wait, o)
-                     : client_->simple(name).try_acquire_for(s_.wait, o);
+      }
+    }};
+    if (label == "multi") {
+      // An owner of its own: what a refused attempt left behind can only be its own.
+      o.owner = "multi-" + s_.id + "-" + gids[0];
+      auto held = client_->multi(names).try_acquire_for(s_.wait, o);
+      if (!held) {
+        check_nothing_left(names, o.owner);
+        return label;
+      }
+      auto leases = held.take();
+      for (std::size_t k = 0; k < leases.size(); ++k)
+        holds.push_back({std::move(leases[k]), names[k], gids[k]});
+      return label;
+    }
+    lease l;
+    if (label == "reentrant") l = client_->reentrant(names[0]).try_acquire_for(s_.wait, o);
+    if (label == "simple") l = client_->simple(names[0]).try_acquire_for(s_.wait, o);
+    if (label == "fair") l = client_->fair(names[0]).try_acquire_for(s_.wait, o);
+    if (label == "read") l = client_->read_write(names[0]).read().try_acquire_for(s_.wait, o);
+    if (label == "write") l = client_->read_write(names[0]).write().try_acquire_for(s_.wait, o);
+    if (label == "semaphore") l = client_->semaphore(names[0]).try_acquire_for(s_.wait, o);
+    if (label == "leased-semaphore") {
+      l = client_->leased_semaphore(names[0]).try_acquire_for(s_.wait, o);
+    }
+    if (l) holds.push_back({std::move(l), names[0], gids[0]});
+    return label;
+  }
+
+  // A multi-lock's wait that ended without the lock holds nothing, not even a part (the server
+  // is asked; an error asking is logged as one, not as a leftover).
+  void check_nothing_left(const std::vector<std::string>& names, const std::string& owner) {
+    for (const auto& n : names) {
+      try {
+        const auto count = client_->reentrant(n).hold_count(owner);
+        if (count != 0) log_.write({"M", s_.id, n, to_string(count), to_string(now_ns())});
+      } catch (const std::system_error& e) {
+        log_.write({"E", s_.id, "0", to_string(now_ns()), "leftover-check", code_name(e)});
+      }
+    }
+  }
+
+  void iteration(std::optional<redis_client>& resource) {
+    const auto i =
+        static_cast<std::size_t>(std::uniform_int_distribution<int>(0, s_.names - 1)(rng_));
+    const auto t_call = now_ns();
+    std::vector<hold> holds;
+    std::string kind;
+    try {
+      kind = acquire(i, holds);
     } catch (const std::system_error& e) {
       log_.write({"E", s_.id, "0", to_string(now_ns()), "acquire", code_name(e)});
       return;
     }
     const auto t_grant = to_string(now_ns());
-    if (!l) {
-      log_.write({"N", s_.id, name, to_string(t_call), t_grant});
+    if (holds.empty()) {
+      log_.write({"N", s_.id, names_[i], to_string(t_call), t_grant});
       return;
     }
-    const auto fence = to_string(l.fence());
-    log_.write({"G", s_.id, gid, name, fence, to_string(t_call), t_grant});
+    for (const auto& h : holds) {
+      log_.write({"G", s_.id, h.gid, h.name, to_string(h.l.fence()), to_string(t_call), t_grant,
+                  kind});
+    }
+    // Holders of a semaphore share it, and readers only read: the read-modify-write is for the
+    // exclusive holds (a multi-lock's on its first name).
+    const bool shared = kind == "semaphore" || kind == "leased-semaphore";
+    const bool writes = !shared && kind != "read";
+    auto& first = holds.front();
+    const auto fence = to_string(first.l.fence());
     // The lock name's hash tag puts the resource in the lock's slot: held writes need that.
-    const std::string key = "torture:resource:{" + name + "}";
-    const auto do_op = [&](char kind, const std::string& read_value) {
-      return s_.held_writes ? held_op(l, gid, name, fence, kind, key, read_value)
-                            : op(*resource, gid, name, fence, kind, key, read_value);
+    const std::string key = "torture:resource:{" + first.name + "}";
+    const auto do_op = [&](char op_kind, const std::string& read_value) {
+      return s_.held_writes
+                 ? held_op(first.l, first.gid, first.name, fence, op_kind, key, read_value)
+                 : op(*resource, first.gid, first.name, fence, op_kind, key, read_value);
     };
-    const auto read = do_op('r', {});
+    std::optional<op_result> read;
+    if (!shared) read = do_op('r', {});
     // A rejected read means a newer holder exists (fenced), or the lock is no longer ours (held).
-    const bool go_on = read && read->accepted;
+    const bool go_on = shared || (read && read->accepted);
     if (go_on) work();
-    log_.write({"V", s_.id, gid, to_string(now_ns()), l.valid() ? "1" : "0"});
-    if (go_on) do_op('w', read->a);
-    release_and_log(l, gid);
+    for (const auto& h : holds) {
+      log_.write({"V", s_.id, h.gid, to_string(now_ns()), h.l.valid() ? "1" : "0", h.name, kind});
+    }
+    if (go_on && writes) do_op('w', read->a);
+    for (auto& h : holds)
+      release_and_log(h.l, h.gid);
   }
 
   // Sleeps: the critical section's work. Mostly 0–2 ms; rarely 0.1–1.5 s, across watchdog
@@ -276,10 +387,16 @@ class worker {
 
   // The one place a grant ends. release_checked() says whether the lock was still ours when the
   // release reached the server, which the checker needs to tell a lost grant from a clean one.
+  // The lease's validity as it stood when the hold ended tells the checker until when this
+  // holder had reason to believe in it.
   void release_and_log(lease& l, const std::string& gid) {
+    const auto valid_until = to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           l.valid_until().time_since_epoch())
+                                           .count());
     const auto t_start = now_ns();
     const auto outcome = l.release_checked();
-    log_.write({"R", s_.id, gid, to_string(t_start), to_string(now_ns()), outcome_name(outcome)});
+    log_.write({"R", s_.id, gid, to_string(t_start), to_string(now_ns()), outcome_name(outcome),
+                valid_until});
   }
 
   settings s_;

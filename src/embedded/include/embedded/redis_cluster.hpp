@@ -64,7 +64,10 @@ class redis_cluster {
   /// SIGKILLs node `i`, remembering first which slots it served and its replicas, for
   /// `wait_failover`.
   void kill_node(std::size_t i);
-  /// Waits until one of the killed master's replicas is a master serving all its slots on every
+  /// SIGSTOPs node `i`, remembering what `kill_node` does, so that `wait_failover` can wait for
+  /// its replica to take over. `node(i).resume()` continues it.
+  void pause_node(std::size_t i);
+  /// Waits until one of the killed (or paused) master's replicas is a master serving all its slots on every
   /// running node; returns that replica's index. Throws `server_error` on timeout.
   std::size_t wait_failover(std::size_t killed_master, std::chrono::milliseconds timeout);
 
@@ -101,6 +104,7 @@ class redis_cluster {
   std::string health_problem();
   std::string describe();
   killed_master snapshot(std::size_t master);
+  void remember_slots(std::size_t i);
 
   cluster_options options_;
   std::vector<std::unique_ptr<redis_server>> nodes_;

@@ -77,6 +77,8 @@ class redis_server {
   void resume();
 
   bool running() const noexcept { return process_ && process_->running(); }
+  /// Running and not paused: it can answer.
+  bool answering() const noexcept { return running() && !paused_; }
   pid_t pid() const noexcept { return running() ? process_->pid() : -1; }
   std::uint16_t port() const noexcept { return port_; }
   std::uint16_t tls_port() const noexcept { return tls_port_; }
@@ -99,6 +101,7 @@ class redis_server {
   std::uint16_t port_ = 0;
   std::uint16_t tls_port_ = 0;
   std::optional<child_process> process_;
+  bool paused_ = false;
 };
 
 }  // namespace dlock::embedded

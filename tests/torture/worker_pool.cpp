@@ -1,4 +1,4 @@
-#include "cluster.hpp"
+#include "worker_pool.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -58,42 +58,22 @@ bool interrupted() noexcept {
   return interrupt_seen != 0;
 }
 
-cluster::cluster(cluster_options o) : o_(std::move(o)) {
-  if (o_.writes != "held") resource_ = std::make_unique<embedded::redis_server>();
-  embedded::server_options lock_options;
-  lock_options.extra_args = {"--appendonly",           "yes", "--appendfsync", o_.appendfsync,
-                             "--enable-debug-command", "yes"};
-  lock_ = std::make_unique<embedded::redis_server>(lock_options);
-  proxy_ = std::make_unique<fault_proxy>(lock_->port());
-  connection_options admin;
-  admin.port = lock_->port();
-  admin.client_name = "torture-admin";
-  admin.connect_timeout = 5s;
-  admin.command_timeout = 20s;
-  admin_ = std::make_unique<redis_client>(admin);
-}
+worker_pool::worker_pool(worker_pool_options o) : o_(std::move(o)) {}
 
-cluster::~cluster() {
+worker_pool::~worker_pool() {
   for (auto& w : workers_) {
     w.process.reset();  // SIGKILL and reap
     if (w.pidfd >= 0) ::close(w.pidfd);
   }
-  workers_.clear();
-  admin_.reset();
-  proxy_.reset();
-  // Crashes, not shutdowns: nothing of their data is needed, and a server in DEBUG SLEEP or
-  // CLIENT PAUSE would only delay a SIGTERM.
-  lock_->kill();
-  if (resource_) resource_->kill();
 }
 
-void cluster::start_workers() {
+void worker_pool::start_workers() {
   workers_.resize(static_cast<std::size_t>(o_.workers));
   for (int i = 0; i < o_.workers; ++i)
     spawn(i);
 }
 
-void cluster::spawn(int slot) {
+void worker_pool::spawn(int slot) {
   auto& w = workers_.at(static_cast<std::size_t>(slot));
   w.id = to_string(next_id_++);
   w.log = o_.dir + "/w" + w.id + ".log";
@@ -102,10 +82,20 @@ void cluster::spawn(int slot) {
   const std::vector<std::string> args = {o_.worker_program,
                                          "--id",
                                          w.id,
-                                         "--lock-port",
-                                         to_string(proxy_->port()),
+                                         "--topology",
+                                         o_.topology,
+                                         "--lock-url",
+                                         o_.lock_url,
                                          "--resource-port",
-                                         to_string(resource_ ? resource_->port() : 0),
+                                         to_string(o_.resource_port),
+                                         "--replicas",
+                                         to_string(o_.replicas),
+                                         "--kinds",
+                                         o_.kinds,
+                                         "--permits",
+                                         to_string(o_.permits),
+                                         "--fair-waiter-lease-ms",
+                                         ms(o_.fair_waiter_lease),
                                          "--names",
                                          to_string(o_.names),
                                          "--log",
@@ -130,13 +120,13 @@ void cluster::spawn(int slot) {
   w.pidfd = open_pidfd(w.process->pid());
 }
 
-void cluster::reap(worker_slot& w) {
+void worker_pool::reap(worker_slot& w) {
   w.process.reset();
   if (w.pidfd >= 0) ::close(w.pidfd);
   w.pidfd = -1;
 }
 
-bool cluster::wait_until(std::chrono::steady_clock::time_point deadline) {
+bool worker_pool::wait_until(std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     if (interrupted()) return false;
     if (std::chrono::steady_clock::now() >= deadline) return true;
@@ -156,10 +146,13 @@ bool cluster::wait_until(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-cluster::victim cluster::pick_victim(std::mt19937_64& rng, std::chrono::milliseconds patience) {
+worker_pool::victim worker_pool::pick_victim(std::mt19937_64& rng, std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
-  std::vector<int> holders;
+  std::vector<int> holders, others;
+  std::vector<std::string> held(workers_.size()), held_kind(workers_.size());
   for (;;) {
+    holders.clear();
+    others.clear();
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       // Granted, or past its read and into its work: well before its release, which could
       // otherwise already have reached the server when the fault lands.
@@ -167,6 +160,12 @@ cluster::victim cluster::pick_victim(std::mt19937_64& rng, std::chrono::millisec
       const auto f = split_fields(line);
       if (!f.empty() && (f[0] == "G" || (f[0] == "O" && f.size() > 5 && f[5] == "r"))) {
         holders.push_back(static_cast<int>(i));
+        held[i] = std::string(f[3]);
+        held_kind[i] = f[0] == "G" && f.size() > 7 ? std::string(f[7]) : std::string{};
+      } else if (f.empty() || f[0] != "V" || f.size() < 6 || f[5] != "semaphore") {
+        // Not between a plain semaphore's valid() check and its release's line: killed there,
+        // nobody could tell whether its permits went back (worker.cpp).
+        others.push_back(static_cast<int>(i));
       }
     }
     // Nobody may hold a lock for a moment (everyone waiting out a fault): look again shortly.
@@ -176,25 +175,25 @@ cluster::victim cluster::pick_victim(std::mt19937_64& rng, std::chrono::millisec
     }
   }
   const bool holder = !holders.empty();
-  int slot = 0;
-  if (holder) {
-    slot = holders[std::uniform_int_distribution<std::size_t>(0, holders.size() - 1)(rng)];
-  } else {
-    slot = std::uniform_int_distribution<int>(0, static_cast<int>(workers_.size()) - 1)(rng);
-  }
-  return {slot, workers_[static_cast<std::size_t>(slot)].id, holder};
+  const auto& from = holder ? holders : others;
+  const int slot = from.empty()
+                       ? 0
+                       : from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng)];
+  const auto s = static_cast<std::size_t>(slot);
+  return {slot, workers_[s].id, holder, holder ? held[s] : std::string{},
+          holder ? held_kind[s] : std::string{}};
 }
 
-void cluster::kill_and_respawn(int slot) {
+void worker_pool::kill_and_respawn(int slot) {
   reap(workers_.at(static_cast<std::size_t>(slot)));  // the process's destructor SIGKILLs it
   spawn(slot);
 }
 
-void cluster::signal(int slot, int sig) {
+void worker_pool::signal(int slot, int sig) {
   workers_.at(static_cast<std::size_t>(slot)).process->signal(sig);
 }
 
-void cluster::stop_workers(std::chrono::milliseconds grace) {
+void worker_pool::stop_workers(std::chrono::milliseconds grace) {
   for (auto& w : workers_) {
     if (!w.process) continue;
     w.process->signal(SIGCONT);

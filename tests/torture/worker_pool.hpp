@@ -1,8 +1,7 @@
-// What a torture run stands on: the lock server (AOF on, so it can come back with or without its
-// data), the resource server (healthy, never faulted; fenced writes only), the fault proxy in front
-// of the lock server, the controller's direct admin connection to it, and the worker processes,
-// respawned whenever one exits. Everything is stopped by PID when the cluster is destroyed, and
-// dies with the controller (PR_SET_PDEATHSIG) if it is killed.
+// The worker processes of a torture run (worker.cpp), respawned whenever one exits, and the
+// controller's wait that watches them and Ctrl-C together. The lock servers are the deployment's
+// (deployment.hpp). Every worker is stopped by PID when the pool is destroyed, and dies with the
+// controller (PR_SET_PDEATHSIG) if it is killed.
 #pragma once
 
 #include <sys/types.h>
@@ -15,16 +14,21 @@
 #include <string>
 #include <vector>
 
-#include "dlock/dlock.hpp"
 #include "embedded/process.hpp"
-#include "embedded/redis_server.hpp"
-#include "fault_proxy.hpp"
 
 namespace dlock::torture {
 
-struct cluster_options {
+struct worker_pool_options {
   std::string dir{};  ///< where the worker logs go
   std::string worker_program{};
+  std::string topology = "standalone";
+  /// What the workers connect to (deployment::lock_url()).
+  std::string lock_url{};
+  /// The resource server's port (0 with held writes).
+  std::uint16_t resource_port = 0;
+  int replicas = 0;  ///< client_options::min_replica_acks
+  std::string kinds = "reentrant,simple";
+  int permits = 2;  ///< each semaphore's permits
   int workers = 8;
   int names = 4;
   std::uint64_t seed = 1;
@@ -33,10 +37,10 @@ struct cluster_options {
   std::chrono::milliseconds command_timeout{300};
   std::chrono::milliseconds connect_timeout{300};
   std::chrono::milliseconds wait{2000};
+  std::chrono::milliseconds fair_waiter_lease{1000};
   int long_work_ppm = 100;
-  std::string appendfsync = "always";
   /// "fenced": the resource on the resource server, fenced ops; "held": on the lock server, ops
-  /// through lease::write_while_held (worker.cpp), and no resource server is started.
+  /// through lease::write_while_held (worker.cpp).
   std::string writes = "fenced";
 };
 
@@ -44,18 +48,12 @@ struct cluster_options {
 void install_interrupt_handlers();
 bool interrupted() noexcept;
 
-class cluster {
+class worker_pool {
  public:
-  explicit cluster(cluster_options o);
-  ~cluster();
-  cluster(const cluster&) = delete;
-  cluster& operator=(const cluster&) = delete;
-
-  embedded::redis_server& lock_server() { return *lock_; }
-  fault_proxy& proxy() { return *proxy_; }
-  /// A direct connection to the lock server (not through the proxy), for DEBUG, CLIENT KILL and
-  /// CLIENT PAUSE. It reconnects by itself after a restart.
-  redis_client& admin() { return *admin_; }
+  explicit worker_pool(worker_pool_options o);
+  ~worker_pool();
+  worker_pool(const worker_pool&) = delete;
+  worker_pool& operator=(const worker_pool&) = delete;
 
   void start_workers();
   /// Waits until `deadline`, respawning workers that exit meanwhile. False if interrupted.
@@ -65,6 +63,8 @@ class cluster {
     int slot;
     std::string worker;  ///< the worker's id, as in its log
     bool holder;         ///< its log's last line said it was inside a grant, before the write
+    std::string name;    ///< the name it holds, if a holder
+    std::string kind;    ///< and its kind, as its grant's line gives it (G lines only)
   };
   /// A worker to fault, preferably one that holds a lock right now (its last logged event is
   /// its grant or its read): killing or pausing a holder is what tests the lock. Waits up to
@@ -92,11 +92,7 @@ class cluster {
   void spawn(int slot);
   void reap(worker_slot& w);
 
-  cluster_options o_;
-  std::unique_ptr<embedded::redis_server> resource_;
-  std::unique_ptr<embedded::redis_server> lock_;
-  std::unique_ptr<fault_proxy> proxy_;
-  std::unique_ptr<redis_client> admin_;
+  worker_pool_options o_;
   std::vector<worker_slot> workers_;
   std::vector<std::string> logs_;
   int next_id_ = 1;
