@@ -55,6 +55,8 @@ struct grant_rec {
     return t_lost != never || valid == false || (released_at_all() && outcome != "released");
   }
   bool shares_with_readers() const { return kind == "read"; }
+  bool semaphore() const { return kind == "semaphore" || kind == "leased-semaphore"; }
+  bool shares() const { return shares_with_readers() || semaphore(); }
 };
 
 struct attempt_rec {
@@ -323,7 +325,10 @@ class checker {
       }
     }
     if (!a.released_at_all()) return;  // killed, or cut off by the end of the run
-    const bool lost = idx.min_grant_from[from] < a.rel_start || a.outcome == "not_held";
+    // A later grant of a shared hold (a reader's, a semaphore's) says nothing of this one's: the
+    // conflict sweep judges those.
+    const bool later_grant_excludes = !a.shares() && idx.min_grant_from[from] < a.rel_start;
+    const bool lost = later_grant_excludes || a.outcome == "not_held";
     if (!lost) return;
     ++r_.lost_in_fact;
     if (a.t_lost < a.rel_start) {
@@ -419,8 +424,7 @@ class checker {
       while (!active.empty() && active.begin()->first <= b.t_grant)
         active.erase(active.begin());
       const std::size_t* other = nullptr;
-      const bool semaphore = b.kind == "semaphore" || b.kind == "leased-semaphore";
-      if (semaphore) {
+      if (b.semaphore()) {
         if (active.size() + 1 > static_cast<std::size_t>(in_.permits)) other = &active.begin()->second;
       } else {
         for (const auto& a : active) {

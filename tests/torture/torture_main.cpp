@@ -82,7 +82,11 @@ std::string default_worker_program() {
 
 std::string make_run_dir(const std::string& wanted) {
   if (!wanted.empty()) {
+    // The logs are appended to: another run's would be read as this one's.
     std::filesystem::create_directories(wanted);
+    if (!std::filesystem::is_empty(wanted)) {
+      throw std::invalid_argument("--dir " + wanted + " is not empty");
+    }
     return wanted;
   }
   char tmpl[] = "/tmp/dlock-torture-XXXXXX";
