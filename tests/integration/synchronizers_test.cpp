@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -256,6 +257,46 @@ TEST_F(Synchronizers, SemaphoreTakesPermitsAllOrNothingAndGivesThemBack) {
     FAIL();
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::wrong_type) << e.what();
+  }
+}
+
+// Permits have no owner on the server: an attempt whose reply was lost must give back what it
+// took and nothing more. Blindly giving permits back made a semaphore of 1 hand out 6 at once in
+// the torture run (the attempts had found none free, or had not run yet).
+TEST_F(Synchronizers, ASemaphoreAttemptWhoseReplyWasLostGivesBackOnlyWhatItTook) {
+  auto c = make_client();
+  auto sem = c.semaphore(key("sem"));
+  ASSERT_TRUE(sem.try_set_permits(1));
+  raw_redis raw(server().port());
+  auto impatient_options = client_options::from_url(url());
+  impatient_options.connection.command_timeout = 200ms;
+  client impatient(impatient_options);
+  // The mark the undo leaves: 'void' once the attempt, whatever it did, can do nothing more.
+  const auto marks = std::string("{").append(key("sem")).append("}:grant:*");
+  const auto undone = [&] {
+    const auto keys = raw({"KEYS", marks});
+    if (keys.elements().size() != 1) return false;
+    const auto mark = raw({"GET", keys.elements()[0].str()});
+    return mark.is_string() && mark.str() == "void";
+  };
+  for (const bool free_permit : {false, true}) {
+    SCOPED_TRACE(free_permit ? "the attempt took the free permit" : "no permit was free");
+    lease held;
+    if (!free_permit) held = sem.try_acquire();
+    const auto old_marks = raw({"KEYS", marks});
+    for (const auto& k : old_marks.elements())
+      raw({"DEL", k.str()});
+    raw({"CLIENT", "PAUSE", "600", "ALL"});
+    try {
+      impatient.semaphore(key("sem")).try_acquire();
+      ADD_FAILURE() << "the reply came within the pause";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::timeout) << e.what();
+    }
+    wait_until(undone);
+    EXPECT_EQ(sem.available(), free_permit ? 1 : 0);
+    held.release();
+    EXPECT_EQ(sem.available(), 1);
   }
 }
 

@@ -48,9 +48,7 @@ struct grant_rec {
 
   bool released_at_all() const { return rel_start != never; }
   std::int64_t end() const { return released_at_all() ? rel_start : last_event; }
-  std::int64_t believed_until() const {
-    return std::min({end(), valid_until, t_lost, t_invalid});
-  }
+  std::int64_t believed_until() const { return std::min({end(), valid_until, t_lost, t_invalid}); }
   bool told() const {
     return t_lost != never || valid == false || (released_at_all() && outcome != "released");
   }
@@ -425,7 +423,8 @@ class checker {
         active.erase(active.begin());
       const std::size_t* other = nullptr;
       if (b.semaphore()) {
-        if (active.size() + 1 > static_cast<std::size_t>(in_.permits)) other = &active.begin()->second;
+        if (active.size() + 1 > static_cast<std::size_t>(in_.permits))
+          other = &active.begin()->second;
       } else {
         for (const auto& a : active) {
           if (!b.shares_with_readers() || !grants_[a.second].shares_with_readers()) {
@@ -480,8 +479,9 @@ class checker {
             waited = waited || (a.t_call < from && a.t_end > from);
         }
         if (!waited) continue;
-        const bool faulted = std::any_of(server_faults.begin(), server_faults.end(),
-                                         [&](const auto& w) { return w.first < next && w.second > from; });
+        const bool faulted =
+            std::any_of(server_faults.begin(), server_faults.end(),
+                        [&](const auto& w) { return w.first < next && w.second > from; });
         if (faulted) continue;
         ++r_.fair_handoffs;
         r_.max_fair_handoff_ms =
@@ -522,7 +522,8 @@ class checker {
           break;
         }
         char stamp[32];
-        std::snprintf(stamp, sizeof stamp, "%10.1f  ", static_cast<double>(when - in_.t_start) / 1e6);
+        std::snprintf(stamp, sizeof stamp, "%10.1f  ",
+                      static_cast<double>(when - in_.t_start) / 1e6);
         out.append("    ").append(stamp).append(line).push_back('\n');
       }
       r_.excerpts.push_back(std::move(out));
@@ -544,8 +545,8 @@ class checker {
   static std::int64_t op_time(const grant_rec& g) { return g.last_event; }
 
   std::string describe(const grant_rec& g) const {
-    return std::string(g.name) + " " + std::string(g.kind) + " grant w" + std::to_string(g.worker) + "/" +
-           std::to_string(g.gid) + " (fence " + std::string(g.fence) + ", granted at +" +
+    return std::string(g.name) + " " + std::string(g.kind) + " grant w" + std::to_string(g.worker) +
+           "/" + std::to_string(g.gid) + " (fence " + std::string(g.fence) + ", granted at +" +
            ms_text(g.t_grant - in_.t_start) + ")";
   }
 
@@ -558,7 +559,7 @@ class checker {
   std::vector<std::pair<std::int64_t, std::int64_t>> kills_;  // (worker, t_kill)
   std::vector<fault_rec> faults_;
   std::unordered_map<std::string_view, std::vector<attempt_rec>> refused_;  // N lines, by name
-  std::vector<std::pair<std::int64_t, std::string_view>> failures_at_;    // (when, name)
+  std::vector<std::pair<std::int64_t, std::string_view>> failures_at_;      // (when, name)
 };
 
 }  // namespace

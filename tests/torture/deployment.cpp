@@ -7,18 +7,19 @@ namespace dlock::torture {
 std::vector<fault_kind> topology_faults(const std::string& topology) {
   using enum fault_kind;
   if (topology == "standalone") {
-    return {kill,         stop,          restart_persistent, restart_empty,   debug_sleep, client_kill,
-            client_pause, proxy_latency, proxy_stall,        proxy_half_open, proxy_reset};
+    return {kill,        stop,         restart_persistent, restart_empty, debug_sleep,
+            client_kill, client_pause, proxy_latency,      proxy_stall,   proxy_half_open,
+            proxy_reset};
   }
   if (topology == "sentinel") {
-    return {kill, stop, failover, master_stop, replication_stall, sentinel_kill, client_kill,
-            client_pause};
+    return {kill,          stop,        failover,    master_stop, replication_stall,
+            sentinel_kill, client_kill, client_pause};
   }
   if (topology == "cluster") {
     return {kill, stop, failover, node_stop, manual_failover, slot_migration, client_kill};
   }
   if (topology == "redlock") {
-    return {kill, stop, master_kill, master_stop, partition_minority, partition_majority,
+    return {kill,         stop, master_kill, master_stop, partition_minority, partition_majority,
             proxy_latency};
   }
   throw std::invalid_argument("unknown topology '" + topology + "'");

@@ -78,7 +78,7 @@ std::unique_ptr<deployment> make_redlock(const deployment_options& o);
 std::chrono::milliseconds uniform_ms(std::mt19937_64& rng, std::chrono::milliseconds from,
                                      std::chrono::milliseconds to);
 /// Uniform in [from, to] leases.
-std::chrono::milliseconds leases(std::mt19937_64& rng, std::chrono::milliseconds lease,
-                                 double from, double to);
+std::chrono::milliseconds leases(std::mt19937_64& rng, std::chrono::milliseconds lease, double from,
+                                 double to);
 
 }  // namespace dlock::torture

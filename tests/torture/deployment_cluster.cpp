@@ -18,7 +18,8 @@ constexpr auto cluster_settle_timeout = 60s;
 
 class cluster_deployment final : public deployment {
  public:
-  cluster_deployment(const deployment_options& o, int min_replica_acks, std::vector<std::string> names)
+  cluster_deployment(const deployment_options& o, int min_replica_acks,
+                     std::vector<std::string> names)
       : o_(o), acks_(min_replica_acks), names_(std::move(names)) {
     embedded::cluster_options co;
     co.masters = 3;
@@ -52,19 +53,22 @@ class cluster_deployment final : public deployment {
 
   void inject(fault_kind k, fault_scope& s) override {
     // The master of a lock name's slot: the faults that matter are the ones under the locks.
-    const auto& name = names_.at(std::uniform_int_distribution<std::size_t>(0, names_.size() - 1)(s.rng));
+    const auto& name =
+        names_.at(std::uniform_int_distribution<std::size_t>(0, names_.size() - 1)(s.rng));
     const auto slot = embedded::redis_cluster::key_slot(name);
     const auto master = cluster_->master_of_slot(slot);
     s.detail.push_back("node=" + to_string(master));
     switch (k) {
       case fault_kind::failover:
         cluster_->kill_node(master);
-        s.detail.push_back("new=" + to_string(cluster_->wait_failover(master, cluster_settle_timeout)));
+        s.detail.push_back("new=" +
+                           to_string(cluster_->wait_failover(master, cluster_settle_timeout)));
         cluster_->node(master).start();  // rejoins as a replica of the new master
         break;
       case fault_kind::node_stop:
         cluster_->pause_node(master);
-        s.detail.push_back("new=" + to_string(cluster_->wait_failover(master, cluster_settle_timeout)));
+        s.detail.push_back("new=" +
+                           to_string(cluster_->wait_failover(master, cluster_settle_timeout)));
         cluster_->node(master).resume();
         break;
       case fault_kind::manual_failover: {
@@ -112,8 +116,7 @@ class cluster_deployment final : public deployment {
   std::size_t replica_of(std::size_t master) {
     for (std::size_t i = 0; i < cluster_->size(); ++i) {
       if (i == master || !cluster_->node(i).answering()) continue;
-      const auto role =
-          embedded::resp_client(cluster_->node(i).port()).checked({"ROLE"});
+      const auto role = embedded::resp_client(cluster_->node(i).port()).checked({"ROLE"});
       if (role.elements.size() > 2 && role.elements[0].text == "slave" &&
           role.elements[2].integer == cluster_->node(master).port()) {
         return i;

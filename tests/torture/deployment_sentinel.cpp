@@ -51,8 +51,8 @@ class sentinel_deployment final : public deployment {
   bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ == 0; }
   std::string describe() const override {
     return "sentinel, 1 master + " + to_string(set_->data_nodes() - 1) + " replicas, " +
-           to_string(set_->sentinels()) + " sentinels, grants acknowledged by " +
-           to_string(acks_) + " replicas";
+           to_string(set_->sentinels()) + " sentinels, grants acknowledged by " + to_string(acks_) +
+           " replicas";
   }
 
   void inject(fault_kind k, fault_scope& s) override {
@@ -61,12 +61,14 @@ class sentinel_deployment final : public deployment {
     switch (k) {
       case fault_kind::failover:
         set_->data_node(master).kill();
-        s.detail.push_back("new=" + to_string(set_->wait_failover(master, sentinel_settle_timeout)));
+        s.detail.push_back("new=" +
+                           to_string(set_->wait_failover(master, sentinel_settle_timeout)));
         set_->data_node(master).start();  // with its AOF: Sentinel demotes it
         break;
       case fault_kind::master_stop:
         set_->data_node(master).pause();
-        s.detail.push_back("new=" + to_string(set_->wait_failover(master, sentinel_settle_timeout)));
+        s.detail.push_back("new=" +
+                           to_string(set_->wait_failover(master, sentinel_settle_timeout)));
         set_->data_node(master).resume();
         break;
       case fault_kind::replication_stall: {
@@ -80,7 +82,8 @@ class sentinel_deployment final : public deployment {
         }
         s.hold(leases(s.rng, o_.lease, 0.3, 1.0));
         sentinel_command({"SENTINEL", "FAILOVER", set_->master_name()});
-        s.detail.push_back("new=" + to_string(set_->wait_failover(master, sentinel_settle_timeout)));
+        s.detail.push_back("new=" +
+                           to_string(set_->wait_failover(master, sentinel_settle_timeout)));
         break;
       }
       case fault_kind::sentinel_kill: {

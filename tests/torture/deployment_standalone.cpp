@@ -42,9 +42,7 @@ class standalone final : public deployment {
     server_->kill();
   }
 
-  std::string lock_url() const override {
-    return "redis://127.0.0.1:" + to_string(proxy_->port());
-  }
+  std::string lock_url() const override { return "redis://127.0.0.1:" + to_string(proxy_->port()); }
   bool may_grant_twice(const std::vector<fault_kind>& faults) const override {
     // A server that comes back without its data has forgotten every grant.
     return std::find(faults.begin(), faults.end(), fault_kind::restart_empty) != faults.end();

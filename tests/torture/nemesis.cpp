@@ -97,8 +97,8 @@ std::chrono::milliseconds uniform_ms(std::mt19937_64& rng, std::chrono::millisec
       std::uniform_int_distribution<std::int64_t>(from.count(), to.count())(rng));
 }
 
-std::chrono::milliseconds leases(std::mt19937_64& rng, std::chrono::milliseconds lease,
-                                 double from, double to) {
+std::chrono::milliseconds leases(std::mt19937_64& rng, std::chrono::milliseconds lease, double from,
+                                 double to) {
   const auto l = static_cast<double>(lease.count());
   return uniform_ms(rng, std::chrono::milliseconds(static_cast<std::int64_t>(from * l)),
                     std::chrono::milliseconds(static_cast<std::int64_t>(to * l)));

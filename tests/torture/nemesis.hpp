@@ -5,8 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -43,7 +43,7 @@ enum class fault_kind {
   manual_failover,    ///< CLUSTER FAILOVER on a replica (no write lost)
   slot_migration,     ///< the slot of a held lock moved to another master, key by key
   // RedLock.
-  master_kill,         ///< one master SIGKILLed and restarted, with its AOF or, after a lease, empty
+  master_kill,  ///< one master SIGKILLed and restarted, with its AOF or, after a lease, empty
   partition_minority,  ///< two of five masters cut off (stalled or black-holed) for 0.5–2 leases
   partition_majority,  ///< three of five cut off: acquisitions refused, nobody granted twice
 };

@@ -133,9 +133,9 @@ std::string text_report(const check_report& r, const run_info& info,
   row("UNTOLD CONFLICTS (must be 0)", n(r.conflicts_unsignalled));
   if (r.multi_leftovers > 0) row("MULTI-LOCK LEFTOVERS (must be 0)", n(r.multi_leftovers));
   if (r.fair_handoffs > 0) {
-    row("fair hand-offs while others waited",
-        n(r.fair_handoffs) + "; longest " + ms(r.max_fair_handoff_ms) + " (bound " +
-            ms(info.fair_handoff_bound_ms) + ")");
+    row("fair hand-offs while others waited", n(r.fair_handoffs) + "; longest " +
+                                                  ms(r.max_fair_handoff_ms) + " (bound " +
+                                                  ms(info.fair_handoff_bound_ms) + ")");
   }
   row("resource ops", n(r.ops) + "; writes accepted " + n(r.writes_accepted));
   row("stale reads rejected", n(r.reads_rejected));

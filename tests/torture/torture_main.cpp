@@ -96,7 +96,7 @@ std::string make_run_dir(const std::string& wanted) {
 
 int run_in(const options& o, const std::string& dir);
 
-const std::vector<std::string> known_kinds = {"reentrant", "simple",          "fair", "read-write",
+const std::vector<std::string> known_kinds = {"reentrant", "simple",           "fair", "read-write",
                                               "semaphore", "leased-semaphore", "multi"};
 
 // The fault kinds to inject, out of those the deployment can suffer. Held writes keep the
@@ -146,8 +146,9 @@ int run(const options& o) {
   if (!embedded::server_available() ||
       (o.topology == "sentinel" && !embedded::sentinel_available()) ||
       (o.topology == "cluster" && !embedded::cluster_available())) {
-    std::fprintf(stderr, "dlock_torture: redis-server (or redis-sentinel, redis-cli) not found; "
-                         "skipped\n");
+    std::fprintf(stderr,
+                 "dlock_torture: redis-server (or redis-sentinel, redis-cli) not found; "
+                 "skipped\n");
     return 77;
   }
   install_interrupt_handlers();
@@ -174,33 +175,32 @@ int run_in(const options& o, const std::string& dir) {
   run_info info;
   bool completed = false;
   {
-    const auto d = make_deployment({.topology = o.topology,
-                                    .appendfsync = o.appendfsync,
-                                    .lease = lease,
-                                    .lock_names = names},
-                                   o.replicas);
+    const auto d = make_deployment(
+        {.topology = o.topology, .appendfsync = o.appendfsync, .lease = lease, .lock_names = names},
+        o.replicas);
     const auto faults = faults_for(o, topology_faults(o.topology));
     std::optional<embedded::redis_server> resource;
     if (o.writes != "held") resource.emplace();
-    info = {.topology = o.topology,
-            .deployment = d->describe(),
-            .kinds = o.kinds,
-            .replicas = o.replicas,
-            .may_grant_twice = d->may_grant_twice(faults),
-            // The older holder hears of it at its next renewal: a watchdog period, plus a
-            // reconnection to the new master (connect and command timeouts, the reconnect backoff).
-            .conflict_bound_ms = static_cast<double>((lease / 3 + command_timeout * 2 + 250ms).count()),
-            // A dead waiter's place lapses, and the next waiter re-checks.
-            .fair_handoff_bound_ms =
-                static_cast<double>((fair_waiter_lease + recheck + command_timeout).count()),
-            .seed = seed,
-            .workers = o.workers,
-            .names = o.names,
-            .faults = faults,
-            .writes = o.writes,
-            .min_grants = o.min_grants,
-            .lease_ms = o.lease_ms,
-            .dir = dir};
+    info = {
+        .topology = o.topology,
+        .deployment = d->describe(),
+        .kinds = o.kinds,
+        .replicas = o.replicas,
+        .may_grant_twice = d->may_grant_twice(faults),
+        // The older holder hears of it at its next renewal: a watchdog period, plus a
+        // reconnection to the new master (connect and command timeouts, the reconnect backoff).
+        .conflict_bound_ms = static_cast<double>((lease / 3 + command_timeout * 2 + 250ms).count()),
+        // A dead waiter's place lapses, and the next waiter re-checks.
+        .fair_handoff_bound_ms =
+            static_cast<double>((fair_waiter_lease + recheck + command_timeout).count()),
+        .seed = seed,
+        .workers = o.workers,
+        .names = o.names,
+        .faults = faults,
+        .writes = o.writes,
+        .min_grants = o.min_grants,
+        .lease_ms = o.lease_ms,
+        .dir = dir};
     worker_pool pool(
         {.dir = dir,
          .worker_program = o.worker_program.empty() ? default_worker_program() : o.worker_program,

@@ -168,8 +168,8 @@ class worker {
   bool connect() {
     while (!stop_requested) {
       try {
-        auto o = lock_client_options(s_.topology, s_.lock_url, s_.command_timeout,
-                                     s_.connect_timeout);
+        auto o =
+            lock_client_options(s_.topology, s_.lock_url, s_.command_timeout, s_.connect_timeout);
         o.connection.client_name = "torture-worker-" + s_.id;
         o.watchdog_lease = s_.lease;
         o.max_recheck = s_.recheck;
@@ -279,8 +279,8 @@ class worker {
       return;
     }
     for (const auto& h : holds) {
-      log_.write({"G", s_.id, h.gid, h.name, to_string(h.l.fence()), to_string(t_call), t_grant,
-                  kind});
+      log_.write(
+          {"G", s_.id, h.gid, h.name, to_string(h.l.fence()), to_string(t_call), t_grant, kind});
     }
     // Holders of a semaphore share it, and readers only read: the read-modify-write is for the
     // exclusive holds (a multi-lock's on its first name).
@@ -390,9 +390,9 @@ class worker {
   // The lease's validity as it stood when the hold ended tells the checker until when this
   // holder had reason to believe in it.
   void release_and_log(lease& l, const std::string& gid) {
-    const auto valid_until = to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                           l.valid_until().time_since_epoch())
-                                           .count());
+    const auto valid_until = to_string(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(l.valid_until().time_since_epoch())
+            .count());
     const auto t_start = now_ns();
     const auto outcome = l.release_checked();
     log_.write({"R", s_.id, gid, to_string(t_start), to_string(now_ns()), outcome_name(outcome),

@@ -146,7 +146,8 @@ bool worker_pool::wait_until(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-worker_pool::victim worker_pool::pick_victim(std::mt19937_64& rng, std::chrono::milliseconds patience) {
+worker_pool::victim worker_pool::pick_victim(std::mt19937_64& rng,
+                                             std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   std::vector<int> holders, others;
   std::vector<std::string> held(workers_.size()), held_kind(workers_.size());
@@ -176,9 +177,8 @@ worker_pool::victim worker_pool::pick_victim(std::mt19937_64& rng, std::chrono::
   }
   const bool holder = !holders.empty();
   const auto& from = holder ? holders : others;
-  const int slot = from.empty()
-                       ? 0
-                       : from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng)];
+  const int slot =
+      from.empty() ? 0 : from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng)];
   const auto s = static_cast<std::size_t>(slot);
   return {slot, workers_[s].id, holder, holder ? held[s] : std::string{},
           holder ? held_kind[s] : std::string{}};

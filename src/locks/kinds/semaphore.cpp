@@ -1,6 +1,9 @@
 // The semaphore, in Redisson's RSemaphore layout: the string NAME counts free permits, and a
 // release publishes the new count on `redisson_sc:{NAME}`. Permits have no owner and no expiry
-// on the server; the lease dlock hands out only remembers how many to give back.
+// on the server; the lease dlock hands out remembers how many to give back. Beside the layout,
+// each grant leaves a mark, `{NAME}:grant:ID` ('taken' while held), so that an attempt whose
+// reply was lost is undone exactly: a blind give-back would add permits the attempt never took
+// whenever it had not run, or found too few.
 #include <charconv>
 
 #include "core/random.hpp"
@@ -19,6 +22,14 @@ std::size_t permits_announced(std::string_view message) noexcept {
 }
 
 namespace {
+
+// Longer than an attempt given up on could still be on its way to the server (held in a
+// stalled network, a paused proxy); a mark outlives the hold otherwise only if its holder died.
+constexpr std::string_view grant_mark_ms = "600000";
+
+std::string grant_mark(const lock_call& c) {
+  return suffixed_key(c.names.name, "grant:" + c.owner);
+}
 
 class semaphore_protocol final : public lock_kind {
  public:
@@ -41,7 +52,7 @@ class semaphore_protocol final : public lock_kind {
     return n;
   }
 
-  // Not stored on the server: it only tells this client's grants apart.
+  // Names the grant's mark: not an owner, since the permits have none.
   std::string owner_for(const std::string&, const lease_options& o) const override {
     if (!o.owner.empty()) {
       throw error(errc::invalid_argument, "a semaphore's permits have no owner id");
@@ -51,18 +62,23 @@ class semaphore_protocol final : public lock_kind {
 
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string permits = std::to_string(c.permits);
-    const std::string_view keys[] = {c.names.name, c.names.fence_key};
-    const std::string_view args[] = {permits};
+    const auto mark = grant_mark(c);
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, mark};
+    const std::string_view args[] = {permits, grant_mark_ms};
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
   void release(const lock_call& c, net::reply_callback done) const override {
-    give_back(c, c.topo.publish_command(), std::move(done));
+    const std::string permits = std::to_string(c.permits);
+    const auto mark = grant_mark(c);
+    const std::string_view keys[] = {c.names.name, c.names.channel, mark};
+    const std::string_view args[] = {permits, c.topo.publish_command(), "add"};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
   void drop(const lock_call& c, net::reply_callback done) const override {
-    release(c, std::move(done));
+    undo(c, c.topo.publish_command(), std::move(done));
   }
   void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    give_back(c, "", std::move(done));
+    undo(c, "", std::move(done));
   }
   // Never called: these leases have no watchdog and cannot be extended.
   void renew(topology&, node_id, std::span<const renewal_item>, net::clock::time_point,
@@ -71,15 +87,17 @@ class semaphore_protocol final : public lock_kind {
   }
 
  private:
-  void give_back(const lock_call& c, std::string_view publish, net::reply_callback done) const {
+  void undo(const lock_call& c, std::string_view publish, net::reply_callback done) const {
     const std::string permits = std::to_string(c.permits);
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {permits, publish, "add"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    const auto mark = grant_mark(c);
+    const std::string_view keys[] = {c.names.name, c.names.channel, mark};
+    const std::string_view args[] = {permits, publish, grant_mark_ms};
+    c.topo.eval(c.node, undo_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   const script acquire_{std::string(lua::semaphore_acquire)};
   const script release_{std::string(lua::semaphore_release)};
+  const script undo_{std::string(lua::semaphore_undo)};
 };
 
 }  // namespace

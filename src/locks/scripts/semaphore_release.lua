@@ -1,6 +1,6 @@
 -- Give permits back to a semaphore (Redisson's RSemaphore release: anyone may), or set or add
 -- to its count, and tell waiters the new count.
--- KEYS[1] free-permit count     KEYS[2] channel
+-- KEYS[1] free-permit count     KEYS[2] channel     KEYS[3] (a lease's release) its grant mark
 -- ARGV[1] permits               ARGV[2] 'publish', 'spublish' or '' (nobody told)
 -- ARGV[3] 'add' (release, add_permits) or 'set' (only if the semaphore does not exist yet)
 -- Returns 1 + the subscribers told ('set': 0 if it existed already), or a WRONGTYPE error.
@@ -17,6 +17,9 @@ if ARGV[3] == 'set' then
   redis.call('set', KEYS[1], ARGV[1])
 else
   redis.call('incrby', KEYS[1], ARGV[1])
+  if KEYS[3] then
+    redis.call('del', KEYS[3])
+  end
 end
 if ARGV[2] == '' then
   return 1

@@ -67,8 +67,8 @@ class redis_cluster {
   /// SIGSTOPs node `i`, remembering what `kill_node` does, so that `wait_failover` can wait for
   /// its replica to take over. `node(i).resume()` continues it.
   void pause_node(std::size_t i);
-  /// Waits until one of the killed (or paused) master's replicas is a master serving all its slots on every
-  /// running node; returns that replica's index. Throws `server_error` on timeout.
+  /// Waits until one of the killed (or paused) master's replicas is a master serving all its slots
+  /// on every running node; returns that replica's index. Throws `server_error` on timeout.
   std::size_t wait_failover(std::size_t killed_master, std::chrono::milliseconds timeout);
 
   /// Moves `slot` from master `from` to master `to` with every key in it; with `finish`, assigns
