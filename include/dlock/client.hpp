@@ -54,8 +54,15 @@ struct sentinel_options {
   /// The name the sentinels monitor the master under (`sentinel monitor NAME ...`).
   std::string master_name;
   /// The sentinels, each with its own credentials and TLS settings (a sentinel's ACL is its
-  /// own, separate from the data nodes'). Asked in parallel; the first answer wins.
+  /// own, separate from the data nodes'). Asked in parallel; the master a majority of them names
+  /// wins (a sentinel that was down or cut off can name a master already replaced), else the
+  /// one most of those that answered name.
   std::vector<connection_options> sentinels;
+  /// How often the sentinels are asked where the master is, besides their +switch-master
+  /// announcements and every failed connection: a client that missed an announcement (it
+  /// reconnected to the old master while it was being replaced, which still says it is a master
+  /// until Sentinel demotes it) moves within this period. 0: only on announcements and failures.
+  std::chrono::milliseconds master_check_period{1000};
 };
 
 /// RedLock: the same lock on several independent masters, held while a majority holds it

@@ -1,5 +1,6 @@
 #include "topology/sentinel.hpp"
 
+#include <algorithm>
 #include <future>
 
 #include "dlock/error.hpp"
@@ -41,15 +42,20 @@ class sentinel_watch {
                             });
   }
 
-  /// Asks every sentinel at once; the first that names the master wins. I/O thread only.
+  /// Asks every sentinel at once. The master a majority of them names wins as soon as it has
+  /// that majority; if none gets one, the one most answers named once all have answered (the
+  /// earliest such answer on a tie). I/O thread only.
   void resolve(resolved done) {
     struct round {
       resolved done;
       std::size_t outstanding;
-      std::string failures;
+      std::size_t majority;
+      std::vector<std::pair<node_address, std::size_t>> named{};  // in order of first answer
+      std::string failures{};
       bool answered = false;
     };
-    auto r = std::make_shared<round>(round{std::move(done), askers_.size(), {}, false});
+    auto r =
+        std::make_shared<round>(round{std::move(done), askers_.size(), askers_.size() / 2 + 1});
     const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
     for (std::size_t i = 0; i < askers_.size(); ++i) {
       const auto& o = askers_[i]->options();
@@ -61,16 +67,33 @@ class sentinel_watch {
             std::optional<node_address> master;
             if (!ec) master = parse_master_address(rep);
             if (master) {
-              r->answered = true;
-              r->done({}, *master, {});
+              auto it = std::find_if(r->named.begin(), r->named.end(), [&](const auto& n) {
+                return n.first.host == master->host && n.first.port == master->port;
+              });
+              if (it == r->named.end()) it = r->named.insert(r->named.end(), {*master, 0});
+              if (++it->second >= r->majority) {
+                r->answered = true;
+                r->done({}, it->first, {});
+                return;
+              }
+            } else {
+              if (!r->failures.empty()) r->failures += "; ";
+              r->failures +=
+                  where + ": " +
+                  (ec             ? (rep.is_error() ? rep.str() : ec.message())
+                   : rep.is_nil() ? "knows no master named '" + options_.master_name + "'"
+                                  : "unexpected reply");
+            }
+            if (r->outstanding > 0) return;
+            r->answered = true;
+            if (r->named.empty()) {
+              r->done(errc::connect_failed, {}, r->failures);
               return;
             }
-            if (!r->failures.empty()) r->failures += "; ";
-            r->failures += where + ": " +
-                           (ec             ? (rep.is_error() ? rep.str() : ec.message())
-                            : rep.is_nil() ? "knows no master named '" + options_.master_name + "'"
-                                           : "unexpected reply");
-            if (r->outstanding == 0) r->done(errc::connect_failed, {}, r->failures);
+            const auto most =
+                std::max_element(r->named.begin(), r->named.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+            r->done({}, most->first, {});
           });
     }
   }
@@ -113,6 +136,7 @@ class sentinel_watch {
   }
 
   const std::string& master_name() const noexcept { return options_.master_name; }
+  std::chrono::milliseconds check_period() const noexcept { return options_.master_check_period; }
 
  private:
   std::shared_ptr<net::io_thread> io_;
@@ -134,10 +158,23 @@ sentinel_topology::sentinel_topology(const connection_options& master,
     : standalone_topology(
           at(master, watch->resolve_now()), io, ack,
           {.require_master = true, .background = false, .on_first_attempt = {}, .lanes = lanes}),
-      watch_(std::move(watch)) {
+      watch_(std::move(watch)),
+      check_period_(watch_->check_period()),
+      check_timer_(io->context()) {
   io->run([this] {
     server().set_attempt_failed_handler([this](std::error_code) { ask_again(); });
     watch_->follow([this](const node_address& a) { move_to(a); });
+    check_later();
+  });
+}
+
+void sentinel_topology::check_later() {
+  if (check_period_ <= std::chrono::milliseconds(0) || closed_) return;
+  check_timer_.expires_after(check_period_);
+  check_timer_.async_wait([this](std::error_code ec) {
+    if (ec || closed_) return;
+    ask_again();
+    check_later();
   });
 }
 
@@ -178,6 +215,8 @@ void sentinel_topology::eval(node_id node, const script& s, std::span<const std:
 }
 
 void sentinel_topology::close(std::error_code reason) {
+  closed_ = true;
+  check_timer_.cancel();
   watch_->close();
   standalone_topology::close(reason);
 }

@@ -1,9 +1,11 @@
-// Redis under Sentinel: one master at a time, found by asking the sentinels and confirmed with
-// ROLE on every (re)connection. The master's connections move when a sentinel announces
-// +switch-master, and, as a backstop for a missed announcement, whenever a connection attempt
-// fails or the server answers READONLY or LOADING: then the sentinels are asked again.
+// Redis under Sentinel: one master at a time, the one a majority of the sentinels names, confirmed
+// with ROLE on every (re)connection. The master's connections move when a sentinel announces
+// +switch-master, and, as backstops for a missed announcement, whenever a connection attempt
+// fails or the server answers READONLY or LOADING, and every master_check_period: then the
+// sentinels are asked again.
 #pragma once
 
+#include <asio/steady_timer.hpp>
 #include <memory>
 #include <vector>
 
@@ -35,9 +37,13 @@ class sentinel_topology final : public standalone_topology {
                     std::shared_ptr<net::io_thread> io, write_ack ack, std::size_t lanes);
   void ask_again();
   void move_to(const node_address& master);
+  void check_later();
 
   std::unique_ptr<sentinel_watch> watch_;
   bool asking_ = false;  // I/O thread only
+  std::chrono::milliseconds check_period_;
+  asio::steady_timer check_timer_;  // I/O thread only
+  bool closed_ = false;             // I/O thread only
 };
 
 }  // namespace dlock::detail

@@ -14,6 +14,7 @@
 #include "embedded/redis_cluster.hpp"
 #include "embedded/redis_sentinel_set.hpp"
 #include "embedded/resp_client.hpp"
+#include "polling.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -383,6 +384,32 @@ TEST(SentinelLocks, AnAcknowledgedLeaseSurvivesAFailoverAndExcludesAContender) {
 
 TEST(SentinelLocks, WithoutAcknowledgementAFailoverNeverLosesALeaseSilently) {
   failover_with_contender(0);
+}
+
+// A client that missed +switch-master (it reconnected to the old master while it was being
+// replaced: a master still says it is one until Sentinel demotes it) must not stay there: it asks
+// the sentinels every master_check_period. Here the sentinels are told of a new master without
+// any announcement, and both nodes say they are masters, which is what such a client sees.
+TEST(SentinelLocks, AClientThatMissedAnAnnouncementMovesToTheMasterTheSentinelsName) {
+  embedded::redis_sentinel_set set;
+  auto o = client_options::from_url(set.url());
+  o.sentinel.master_check_period = 200ms;
+  client c(o);
+  ASSERT_TRUE(c.simple("before").try_acquire());  // released at once: the client is connected
+  const auto old_master = set.master_index();
+  const auto next = old_master == 0 ? 1 : 0;
+  raw_redis(set.data_node(next).port())({"REPLICAOF", "NO", "ONE"});
+  for (std::size_t i = 0; i < set.sentinels(); ++i) {
+    raw_redis sentinel(set.sentinel(i).port());
+    sentinel({"SENTINEL", "REMOVE", set.master_name()});
+    sentinel({"SENTINEL", "MONITOR", set.master_name(), "127.0.0.1",
+              std::to_string(set.data_node(next).port()), "2"});
+  }
+  wait_until([&] { return c.stats().master_switches >= 1; });
+  const auto held = c.simple("after").try_acquire();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(raw_redis(set.data_node(next).port())({"EXISTS", "after"}).integer(), 1);
+  EXPECT_EQ(raw_redis(set.data_node(old_master).port())({"EXISTS", "after"}).integer(), 0);
 }
 
 TEST(SentinelLocks, TheCommandLineFindsTheMasterThroughTheSentinels) {

@@ -421,28 +421,38 @@ class checker {
       const auto& b = grants_[i];
       while (!active.empty() && active.begin()->first <= b.t_grant)
         active.erase(active.begin());
-      const std::size_t* other = nullptr;
+      // The older holds it conflicts with, and until when the conflict lasts: until the newer
+      // hold ends, or enough older ones do (all of them for a lock; for a semaphore, as many as
+      // the holds over its permits).
+      std::vector<std::size_t> with;
+      std::int64_t conflict_end = 0;
       if (b.semaphore()) {
-        if (active.size() + 1 > static_cast<std::size_t>(in_.permits))
-          other = &active.begin()->second;
+        const auto over = static_cast<std::int64_t>(active.size()) + 1 - in_.permits;
+        if (over > 0) {
+          for (const auto& a : active)
+            with.push_back(a.second);
+          conflict_end = std::next(active.begin(), over - 1)->first;
+        }
       } else {
         for (const auto& a : active) {
-          if (!b.shares_with_readers() || !grants_[a.second].shares_with_readers()) {
-            other = &a.second;
-            break;
-          }
+          if (b.shares_with_readers() && grants_[a.second].shares_with_readers()) continue;
+          with.push_back(a.second);
+          conflict_end = std::max(conflict_end, a.first);
         }
       }
-      if (other != nullptr) {
-        const auto& a = grants_[*other];
-        const auto ns = std::min(a.believed_until(), b.believed_until()) - b.t_grant;
+      if (!with.empty()) {
+        const auto ns = std::min(conflict_end, b.believed_until()) - b.t_grant;
+        const bool told =
+            std::all_of(with.begin(), with.end(), [&](std::size_t a) { return grants_[a].told(); });
         ++r_.conflicts;
         r_.max_conflict_ms = std::max(r_.max_conflict_ms, static_cast<double>(ns) / 1e6);
-        if (!a.told()) ++r_.conflicts_unsignalled;
+        if (!told) ++r_.conflicts_unsignalled;
         if (r_.conflict_examples.size() < 5) {
-          r_.conflict_examples.push_back(describe(b) + " while " + describe(a) +
-                                         " was believed for " + ms_text(ns) + " more; " +
-                                         (a.told() ? "its holder was told" : "NEVER TOLD"));
+          const auto& a = grants_[with.front()];
+          r_.conflict_examples.push_back(
+              describe(b) + " while " + std::to_string(with.size()) + " hold(s) were believed, " +
+              describe(a) + " among them, for " + ms_text(ns) + " more; " +
+              (told ? "their holders were told" : "SOME HOLDER WAS NEVER TOLD"));
           failures_at_.emplace_back(b.t_grant, b.name);
         }
       }
@@ -469,23 +479,27 @@ class checker {
         const auto from = g.rel_end;
         const auto next_it = std::upper_bound(grant_times.begin(), grant_times.end(), from);
         const auto next = next_it == grant_times.end() ? in_.t_end : *next_it;
-        // Somebody was waiting for it when it came free.
+        // Somebody was waiting for it when it came free: until the next grant, or until every
+        // such waiter gave up.
         bool waited = false;
         for (const auto j : members) {
           waited = waited || (grants_[j].t_call < from && grants_[j].t_grant > from);
         }
+        std::int64_t gave_up = 0;
         if (refused != refused_.end()) {
-          for (const auto& a : refused->second)
-            waited = waited || (a.t_call < from && a.t_end > from);
+          for (const auto& a : refused->second) {
+            if (a.t_call < from && a.t_end > from) gave_up = std::max(gave_up, a.t_end);
+          }
         }
-        if (!waited) continue;
+        if (!waited && gave_up == 0) continue;
+        const auto end = waited ? next : std::min(next, gave_up);
         const bool faulted =
             std::any_of(server_faults.begin(), server_faults.end(),
-                        [&](const auto& w) { return w.first < next && w.second > from; });
+                        [&](const auto& w) { return w.first < end && w.second > from; });
         if (faulted) continue;
         ++r_.fair_handoffs;
         r_.max_fair_handoff_ms =
-            std::max(r_.max_fair_handoff_ms, static_cast<double>(next - from) / 1e6);
+            std::max(r_.max_fair_handoff_ms, static_cast<double>(end - from) / 1e6);
       }
     }
   }

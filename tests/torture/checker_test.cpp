@@ -54,12 +54,27 @@ class Checker : public ::testing::Test {
             "R " + W + " " + G + " " + ms(t_release) + " " + ms(t_release + 1) + " " + outcome};
   }
 
-  check_report run(std::int64_t end_ms = 10'000) {
+  /// A hold without resource ops (a reader's, a semaphore's): G, V, R. `valid_until` is the
+  /// lease's validity at the release (0: not given, as older logs have it).
+  static std::vector<std::string> hold(int w, int gid, const std::string& name,
+                                       const std::string& kind, std::int64_t t_grant,
+                                       std::int64_t t_release, std::int64_t valid_until = 0,
+                                       const std::string& outcome = "released") {
+    const auto W = std::to_string(w), G = std::to_string(gid);
+    return {
+        "G " + W + " " + G + " " + name + " 1 " + ms(t_grant - 1) + " " + ms(t_grant) + " " + kind,
+        "V " + W + " " + G + " " + ms(t_release) + " 1 " + name + " " + kind,
+        "R " + W + " " + G + " " + ms(t_release) + " " + ms(t_release + 1) + " " + outcome +
+            (valid_until != 0 ? " " + ms(valid_until) : std::string())};
+  }
+
+  check_report run(std::int64_t end_ms = 10'000, int permits = 1) {
     nemesis({});
     return check({.worker_logs = logs_,
                   .nemesis_log = dir_ + "/nemesis.log",
                   .t_start = 0,
-                  .t_end = end_ms * 1'000'000});
+                  .t_end = end_ms * 1'000'000,
+                  .permits = permits});
   }
 
   std::string dir_;
@@ -194,6 +209,67 @@ TEST_F(Checker, CountsLinesItCannotRead) {
   worker(1, grant(1, 1, 10, 0, 10, 1, 20));
   worker(1, {"O 1 1 lock 10 w 3 0 7", "V 9 9 " + ms(5) + " 1", "X what"});
   EXPECT_EQ(run().malformed_lines, 3u);
+}
+
+// Readers share a read-write lock; a writer shares it with nobody.
+TEST_F(Checker, ReadersBesideReadersAreFineAWriterBesideAReaderIsAConflict) {
+  worker(1, hold(1, 1, "rw", "read", 10, 50));
+  worker(2, hold(2, 1, "rw", "read", 20, 60));
+  EXPECT_EQ(run().conflicts, 0u);
+  worker(3, hold(3, 1, "rw", "write", 40, 70));
+  const auto r = run();
+  EXPECT_EQ(r.conflicts, 1u);
+  EXPECT_EQ(r.conflicts_unsignalled, 1u) << "neither reader was told";
+  EXPECT_NEAR(r.max_conflict_ms, 20, 0.01) << "until the second reader's release at 60";
+  ASSERT_FALSE(r.conflict_examples.empty());
+  EXPECT_FALSE(r.excerpts.empty()) << "the events around it are quoted";
+}
+
+// A semaphore of 2: two holds at once are its purpose, a third is a conflict.
+TEST_F(Checker, ASemaphoreConflictIsOneHoldMoreThanItsPermits) {
+  worker(1, hold(1, 1, "sem", "semaphore", 10, 50));
+  worker(2, hold(2, 1, "sem", "semaphore", 20, 60));
+  EXPECT_EQ(run(10'000, 2).conflicts, 0u);
+  EXPECT_EQ(run(10'000, 2).lost_in_fact, 0u) << "a later grant of a shared hold is no loss";
+  worker(3, hold(3, 1, "sem", "leased-semaphore", 30, 40));
+  EXPECT_EQ(run(10'000, 2).conflicts, 1u);
+}
+
+// A hold is believed until its lease's last known validity, its on_lost, or valid() false:
+// a grant after that is no conflict, even if the old holder's release comes later.
+TEST_F(Checker, AHoldIsBelievedOnlyUntilItsValidityOrItsLossSignal) {
+  worker(1, hold(1, 1, "a", "reentrant", 10, 500, /*valid_until=*/100, "not_held"));
+  worker(2, hold(2, 1, "a", "reentrant", 120, 130));
+  auto r = run();
+  EXPECT_EQ(r.conflicts, 0u) << "granted after the old lease's validity ran out";
+  EXPECT_EQ(r.not_signalled, 0u);
+  // Granted inside the old hold's validity: a conflict, signalled (its release said not_held),
+  // lasting until the validity's end.
+  worker(3, hold(3, 1, "b", "simple", 10, 500, /*valid_until=*/300, "not_held"));
+  worker(4, hold(4, 1, "b", "simple", 200, 210));
+  r = run();
+  EXPECT_EQ(r.conflicts, 1u);
+  EXPECT_EQ(r.conflicts_unsignalled, 0u);
+  EXPECT_NEAR(r.max_conflict_ms, 10, 0.01) << "the newer hold ended first, at 210";
+  // on_lost before the newer grant ends the old hold's belief.
+  worker(5, hold(5, 1, "c", "reentrant", 10, 500, /*valid_until=*/400, "not_held"));
+  worker(5, {"L 5 1 " + ms(150) + " not_held"});
+  worker(6, hold(6, 1, "c", "reentrant", 200, 210));
+  EXPECT_EQ(run().conflicts, 1u) << "only b's";
+}
+
+// A multi-lock's refused wait that left a name held is counted; a fair lock's hand-off while
+// others waited is measured from the release to the next grant.
+TEST_F(Checker, MultiLockLeftoversAndFairHandOffs) {
+  worker(1, {"M 1 m 1 " + ms(5)});
+  worker(2, hold(2, 1, "f", "fair", 10, 20));
+  worker(3, hold(3, 1, "f", "fair", 400, 410));    // its t_call (399) is after the release
+  worker(4, {"N 4 f " + ms(15) + " " + ms(600)});  // waiting when f came free at 21
+  const auto r = run();
+  EXPECT_EQ(r.multi_leftovers, 1u);
+  // 21 to 400 (the next grant); and 411 to 600, when the one waiter gave up.
+  EXPECT_EQ(r.fair_handoffs, 2u);
+  EXPECT_NEAR(r.max_fair_handoff_ms, 379, 0.01);
 }
 
 }  // namespace
