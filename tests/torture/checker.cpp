@@ -442,8 +442,10 @@ class checker {
       }
       if (!with.empty()) {
         const auto ns = std::min(conflict_end, b.believed_until()) - b.t_grant;
-        const bool told =
-            std::all_of(with.begin(), with.end(), [&](std::size_t a) { return grants_[a].told(); });
+        // Either side may be the one that lost (a stale master's late grant is the newer one):
+        // the conflict is signalled if the newer holder was told, or every older one was.
+        const bool told = b.told() || std::all_of(with.begin(), with.end(),
+                                                  [&](std::size_t a) { return grants_[a].told(); });
         ++r_.conflicts;
         r_.max_conflict_ms = std::max(r_.max_conflict_ms, static_cast<double>(ns) / 1e6);
         if (!told) ++r_.conflicts_unsignalled;

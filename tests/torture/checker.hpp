@@ -26,8 +26,10 @@
 //   holder killed in it) its last logged event. Two holds in conflict: believed at the same time
 //   where the kind allows no such thing (two holds of a lock, a write hold beside any other hold
 //   of the same read-write lock, more holds of a semaphore than its permits). A conflict is
-//   signalled if the older holder was told (on_lost, valid() false, or a release that was not
-//   clean); it lasts from the newer grant until either hold stops being believed.
+//   signalled if the newer holder, or every older one in it, was told (on_lost, valid() false,
+//   or a release that was not clean): either side can be the one that lost, a stale master's
+//   late grant being the newer. It lasts from the newer grant until the newer hold, or enough
+//   of the older ones, stop being believed.
 //
 //   Unavailability after a holder died: a worker SIGKILLed inside a grant (granted, and not yet
 //   at its valid() check, after which it writes and releases) → the next GRANT of that name by

@@ -235,6 +235,15 @@ TEST_F(Checker, ASemaphoreConflictIsOneHoldMoreThanItsPermits) {
   EXPECT_EQ(run(10'000, 2).conflicts, 1u);
 }
 
+// A stale master's late grant: the newer hold is the one that lost, and its holder was told.
+TEST_F(Checker, AConflictIsSignalledWhenTheNewerHolderWasTold) {
+  worker(1, hold(1, 1, "a", "reentrant", 10, 50));
+  worker(2, hold(2, 1, "a", "reentrant", 20, 30, 0, "not_held"));
+  const auto r = run();
+  EXPECT_EQ(r.conflicts, 1u);
+  EXPECT_EQ(r.conflicts_unsignalled, 0u);
+}
+
 // A hold is believed until its lease's last known validity, its on_lost, or valid() false:
 // a grant after that is no conflict, even if the old holder's release comes later.
 TEST_F(Checker, AHoldIsBelievedOnlyUntilItsValidityOrItsLossSignal) {
