@@ -44,10 +44,11 @@ void change_permits(const detail::lock_handle& h, std::int64_t permits, std::str
   refuse_redlock(h);
   const auto& n = *h.names;
   const std::string count = std::to_string(permits);
-  const std::string_view keys[] = {n.name, n.channel};
+  // A leased semaphore's permits-taken set is checked before the count changes.
+  const std::string_view keys[] = {n.name, n.channel, n.aux_key1};
   const std::string_view args[] = {count, h.core->topo().publish_command(), how};
   h.core->call_async(
-      release_script(), n.name, keys, args,
+      release_script(), n.name, std::span(keys, n.aux_key1.empty() ? 2 : 3), args,
       detail::to_result<bool>([](const reply& r) { return r.integer() >= 1; }, std::move(done)));
 }
 

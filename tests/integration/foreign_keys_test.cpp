@@ -125,5 +125,24 @@ TEST_F(ForeignKeys, CompanionKeysOfAnotherTypeAreRefusedBeforeAnyWrite) {
   }
 }
 
+// A leased semaphore's permits-taken set of another type: refused before the count is created,
+// by the library and by `dlock sem --permits`, in one line naming what is wrong.
+TEST_F(ForeignKeys, ALeasedSemaphoreWhosePermitsTakenSetIsNotOneIsRefusedBeforeAnyWrite) {
+  raw_redis raw(server().port());
+  client c(url());
+  const auto name = key("jobs");
+  raw({"SET", "{" + name + "}:timeout", "text"});
+  const auto before = everything();
+  const std::string what = "its permits-taken set holds a string";
+  expect_wrong_type([&] { (void)c.leased_semaphore(name).try_set_permits(2); }, what);
+  expect_wrong_type([&] { (void)c.leased_semaphore(name).add_permits(2); }, what);
+  expect_wrong_type([&] { (void)c.leased_semaphore(name).try_acquire(); }, what);
+  const auto r = dlock_cli({"--url", url(), "sem", name, "--permits", "2", "--", "true"});
+  EXPECT_EQ(r.code, 65) << r.output;
+  EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  EXPECT_NE(r.output.find(what), std::string::npos) << r.output;
+  EXPECT_EQ(everything(), before) << "a refused call wrote something";
+}
+
 }  // namespace
 }  // namespace dlock::testing

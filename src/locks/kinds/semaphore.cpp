@@ -71,7 +71,7 @@ class semaphore_protocol final : public lock_kind {
     const std::string permits = std::to_string(c.permits);
     const auto mark = grant_mark(c);
     const std::string_view keys[] = {c.names.name, c.names.channel, mark};
-    const std::string_view args[] = {permits, c.topo.publish_command(), "add"};
+    const std::string_view args[] = {permits, c.topo.publish_command(), "release"};
     c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
   void drop(const lock_call& c, net::reply_callback done) const override {

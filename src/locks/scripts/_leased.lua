@@ -1,5 +1,16 @@
--- Fragment: leased permits whose expiry passed go back to the free count, and waiters hear of
--- it (needs _notify). Returns the free count after that.
+-- Fragment: leased permits. taken_fault(key) is an error reply if the permits-taken set holds
+-- something else (checked before any change), else nil. reclaim_expired: leased permits whose
+-- expiry passed go back to the free count, and waiters hear of it (needs _notify); it returns the
+-- free count after that.
+local function taken_fault(taken_key)
+  local kind = redis.call('type', taken_key).ok
+  if kind ~= 'none' and kind ~= 'zset' then
+    return redis.error_reply('WRONGTYPE its permits-taken set holds a ' .. kind ..
+                             ', not a sorted set')
+  end
+  return nil
+end
+
 local function reclaim_expired(count_key, taken_key, channel, publish, now, free)
   local expired = redis.call('zrangebyscore', taken_key, '-inf', now)
   if #expired == 0 then

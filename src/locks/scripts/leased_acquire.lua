@@ -12,6 +12,10 @@
 --#include _count
 --#include _clock
 --#include _leased
+local fault = taken_fault(KEYS[2])
+if fault then
+  return fault
+end
 local free, err = count_of(KEYS[1])
 if not free then
   return err
