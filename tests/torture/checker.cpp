@@ -511,22 +511,36 @@ class checker {
     std::sort(failures_at_.begin(), failures_at_.end());
     if (failures_at_.size() > 3) failures_at_.resize(3);
     for (const auto& [t, name] : failures_at_) {
-      std::vector<std::pair<std::int64_t, std::string>> lines;
+      // The name's own lines, the faults, and what the workers that touched the name were told
+      // (their L, R and E lines, which do not carry the name).
+      struct candidate {
+        std::int64_t when;
+        std::string_view worker;
+        bool kept;
+        std::string line;
+      };
+      std::vector<candidate> candidates;
+      std::set<std::string_view> workers;
       for (const auto& text : texts_) {
         for_each_line(text, [&](const std::vector<std::string_view>& f) {
           const auto when = line_time(f);
           if (when < t - in_.excerpt_ns || when > t + in_.excerpt_ns / 2) return;
-          // The name's own lines, the faults, and what its holders were told.
-          const bool about = f[0] == "F" || f[0] == "L" || f[0] == "R" || f[0] == "E" ||
-                             std::find(f.begin(), f.end(), name) != f.end();
-          if (!about) return;
+          const bool named = std::find(f.begin(), f.end(), name) != f.end();
+          const bool told = f[0] == "L" || f[0] == "R" || f[0] == "E";
+          if (!named && !told && f[0] != "F") return;
+          if (named) workers.insert(f[1]);
           std::string line;
           for (const auto field : f) {
             if (!line.empty()) line.push_back(' ');
             line.append(field);
           }
-          lines.emplace_back(when, std::move(line));
+          candidates.push_back(
+              {when, f.size() > 1 ? f[1] : std::string_view{}, !told || named, std::move(line)});
         });
+      }
+      std::vector<std::pair<std::int64_t, std::string>> lines;
+      for (auto& c : candidates) {
+        if (c.kept || workers.count(c.worker) > 0) lines.emplace_back(c.when, std::move(c.line));
       }
       std::sort(lines.begin(), lines.end());
       std::string out = "around +" + ms_text(t - in_.t_start) + " (" + std::string(name) +
