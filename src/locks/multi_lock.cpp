@@ -64,6 +64,7 @@ class multi_acquisition final : public detail::cancellable {
       : core_(core),
         hs_(std::move(hs)),
         o_(std::move(o)),
+        step_options_(partial_hold_options(o_, handed_out_)),
         owner_(checked.owner),
         lease_time_(checked.lease_time),
         limits_(limits),
@@ -96,6 +97,20 @@ class multi_acquisition final : public detail::cancellable {
   }
 
  private:
+  // The ordered path's holds are the caller's only once every name is held: a hold lost before
+  // that (its validity ran out while a later name was awaited) tells nobody, and is not handed
+  // out (next_name checks). After the hand-off, losses reach the caller's on_lost as usual.
+  static lease_options partial_hold_options(const lease_options& o,
+                                            const std::shared_ptr<bool>& handed_out) {
+    lease_options step = o;
+    if (o.on_lost) {
+      step.on_lost = [handed_out, user = o.on_lost](lease_lost_reason why) {
+        if (*handed_out) user(why);
+      };
+    }
+    return step;
+  }
+
   std::shared_ptr<multi_acquisition> self() {
     return std::static_pointer_cast<multi_acquisition>(shared_from_this());
   }
@@ -132,14 +147,22 @@ class multi_acquisition final : public detail::cancellable {
       return finish(cancelled());
     }
     const auto i = holds_.size();
-    if (i == hs_.size()) return finish({multi_lease(std::move(holds_)), {}, {}});
+    if (i == hs_.size()) {
+      if (std::all_of(holds_.begin(), holds_.end(), [](const lease& l) { return l.valid(); })) {
+        *handed_out_ = true;  // on this thread, where on_lost runs: no loss falls in between
+        return finish({multi_lease(std::move(holds_)), {}, {}});
+      }
+      // A name was lost while a later one was awaited: start again, for what is left of the wait.
+      release_all(holds_);
+      if (limits_.single_attempt || steady::now() >= limits_.deadline) return finish({});
+    }
     try {
-      auto request = core_.make_request(*hs_[i], o_, limits_, [self = self()](acquire_result r) {
-        self->after_step(std::move(r));
-      });
+      auto request =
+          core_.make_request(*hs_[holds_.size()], step_options_, limits_,
+                             [self = self()](acquire_result r) { self->after_step(std::move(r)); });
       // The owner settled on the caller's thread, not this one's.
       request.owner = owner_;
-      request.names = request.kind->names_for(hs_[i]->names, owner_);
+      request.names = request.kind->names_for(hs_[holds_.size()]->names, owner_);
       step_ = core_.acquire(std::move(request));
     } catch (const error& e) {
       release_all(holds_);
@@ -173,6 +196,8 @@ class multi_acquisition final : public detail::cancellable {
   lock_core& core_;
   const detail::multi_handles hs_;
   const lease_options o_;
+  std::shared_ptr<bool> handed_out_ = std::make_shared<bool>(false);  // I/O thread only
+  const lease_options step_options_;  // o_, with on_lost silent until the hand-off
   const std::string owner_;
   const std::chrono::milliseconds lease_time_;
   const detail::acquire_limits limits_;
