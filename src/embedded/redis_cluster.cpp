@@ -280,10 +280,11 @@ std::string redis_cluster::describe() {
     }
   }
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    out +=
-        "--- node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) +
-        (nodes_[i]->answering() ? ", pid " + std::to_string(nodes_[i]->pid()) : ", not running") +
-        "), log tail:\n" + nodes_[i]->log_tail(8);
+    out += "--- node " + std::to_string(i) + " (port " + std::to_string(nodes_[i]->port()) +
+           (nodes_[i]->running() ? ", pid " + std::to_string(nodes_[i]->pid()) +
+                                       (nodes_[i]->answering() ? "" : ", paused")
+                                 : ", not running") +
+           "), log tail:\n" + nodes_[i]->log_tail(8);
   }
   return out;
 }
