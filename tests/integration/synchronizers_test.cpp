@@ -268,8 +268,11 @@ TEST_F(Synchronizers, ASemaphoreAttemptWhoseReplyWasLostGivesBackOnlyWhatItTook)
   auto sem = c.semaphore(key("sem"));
   ASSERT_TRUE(sem.try_set_permits(1));
   raw_redis raw(server().port());
+  // The attempt times out at 1 s; its undo, sent then with a timeout of its own, runs when the
+  // 1.5 s pause ends, half a second before that runs out (an undo that also timed out would be
+  // lost: its permits missing, never doubled).
   auto impatient_options = client_options::from_url(url());
-  impatient_options.connection.command_timeout = 200ms;
+  impatient_options.connection.command_timeout = 1s;
   client impatient(impatient_options);
   // The mark the undo leaves: 'void' once the attempt, whatever it did, can do nothing more.
   const auto marks = std::string("{").append(key("sem")).append("}:grant:*");
@@ -286,7 +289,7 @@ TEST_F(Synchronizers, ASemaphoreAttemptWhoseReplyWasLostGivesBackOnlyWhatItTook)
     const auto old_marks = raw({"KEYS", marks});
     for (const auto& k : old_marks.elements())
       raw({"DEL", k.str()});
-    raw({"CLIENT", "PAUSE", "600", "ALL"});
+    raw({"CLIENT", "PAUSE", "1500", "ALL"});
     try {
       impatient.semaphore(key("sem")).try_acquire();
       ADD_FAILURE() << "the reply came within the pause";
