@@ -7,6 +7,9 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
+
 #include "deployment.hpp"
 #include "embedded/redis_sentinel_set.hpp"
 #include "embedded/resp_client.hpp"
@@ -24,13 +27,16 @@ constexpr auto sentinel_settle_timeout = 60s;
 // like to them.
 std::uint16_t closed_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int error = errno;
   ::close(fd);
+  if (!bound) throw std::system_error(error, std::generic_category(), "bind");
   return ntohs(a.sin_port);
 }
 
