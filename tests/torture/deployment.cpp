@@ -1,6 +1,7 @@
 #include "deployment.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace dlock::torture {
 
@@ -23,6 +24,19 @@ std::vector<fault_kind> topology_faults(const std::string& topology) {
             proxy_latency};
   }
   throw std::invalid_argument("unknown topology '" + topology + "'");
+}
+
+void inject_latency(fault_scope& s, const std::vector<fault_proxy*>& proxies) {
+  using namespace std::chrono_literals;
+  const auto latency = uniform_ms(s.rng, 10ms, 80ms);
+  const auto jitter = uniform_ms(s.rng, 0ms, 40ms);
+  s.detail.push_back("latency=" + std::to_string(latency.count()));
+  s.detail.push_back("jitter=" + std::to_string(jitter.count()));
+  for (auto* p : proxies)
+    p->set_latency(latency, jitter);
+  s.hold(uniform_ms(s.rng, 2000ms, 4000ms));
+  for (auto* p : proxies)
+    p->set_latency(0ms, 0ms);
 }
 
 std::unique_ptr<deployment> make_deployment(const deployment_options& o, int min_replica_acks) {

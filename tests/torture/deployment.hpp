@@ -74,6 +74,11 @@ std::unique_ptr<deployment> make_sentinel(const deployment_options& o, int min_r
 std::unique_ptr<deployment> make_cluster(const deployment_options& o, int min_replica_acks);
 std::unique_ptr<deployment> make_redlock(const deployment_options& o);
 
+/// proxy-latency: 10-80 ms of latency and 0-40 ms of jitter on every one of `proxies` for 2-4 s.
+/// Slow but alive: a round trip stays under the workers' command timeout, so this tests
+/// slowness, while stall and half-open test silence.
+void inject_latency(fault_scope& s, const std::vector<fault_proxy*>& proxies);
+
 /// Uniform in [from, to].
 std::chrono::milliseconds uniform_ms(std::mt19937_64& rng, std::chrono::milliseconds from,
                                      std::chrono::milliseconds to);

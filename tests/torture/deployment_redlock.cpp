@@ -108,15 +108,10 @@ class redlock_deployment final : public deployment {
         break;
       }
       case fault_kind::proxy_latency: {
-        const auto latency = uniform_ms(s.rng, 10ms, 80ms);
-        const auto jitter = uniform_ms(s.rng, 0ms, 40ms);
-        s.detail.push_back("latency=" + to_string(latency.count()));
-        s.detail.push_back("jitter=" + to_string(jitter.count()));
+        std::vector<fault_proxy*> all;
         for (auto& p : proxies_)
-          p->set_latency(latency, jitter);
-        s.hold(uniform_ms(s.rng, 2000ms, 4000ms));
-        for (auto& p : proxies_)
-          p->set_latency(0ms, 0ms);
+          all.push_back(p.get());
+        inject_latency(s, all);
         break;
       }
       default:

@@ -81,18 +81,9 @@ class standalone final : public deployment {
         s.hold(d);  // the server ends the pause by itself
         break;
       }
-      case fault_kind::proxy_latency: {
-        // Slow but alive: a round trip stays under the workers' command timeout, so this tests
-        // slowness, while stall and half-open test silence.
-        const auto latency = uniform_ms(s.rng, 10ms, 80ms);
-        const auto jitter = uniform_ms(s.rng, 0ms, 40ms);
-        s.detail.push_back("latency=" + to_string(latency.count()));
-        s.detail.push_back("jitter=" + to_string(jitter.count()));
-        proxy_->set_latency(latency, jitter);
-        s.hold(uniform_ms(s.rng, 2000ms, 4000ms));
-        proxy_->set_latency(0ms, 0ms);
+      case fault_kind::proxy_latency:
+        inject_latency(s, {proxy_.get()});
         break;
-      }
       case fault_kind::proxy_stall: {
         const auto d = leases(s.rng, o_.lease, 0.5, 2.0);
         proxy_->stall_for(d);
