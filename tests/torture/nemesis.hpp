@@ -70,8 +70,9 @@ struct nemesis_options {
 class nemesis {
  public:
   nemesis(worker_pool& pool, deployment& d, nemesis_options o);
-  /// Injects faults until `deadline` (a fault under way is finished first). Between faults the
-  /// cluster respawns workers that exit. False if the run was interrupted.
+  /// Injects faults until `deadline` (a fault under way is finished first), and past it until
+  /// every fault kind was injected once. Between faults the pool respawns workers that exit.
+  /// False if the run was interrupted.
   bool run_until(std::chrono::steady_clock::time_point deadline);
 
  private:
