@@ -81,6 +81,14 @@ redis_cluster::redis_cluster(cluster_options options) : options_(std::move(optio
                   // loaded test machine its data age is no reason to leave the slots unserved.
                   "--cluster-replica-validity-factor", "0"};
   o.extra_args.insert(o.extra_args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  if (options_.announce_port) {
+    o.config = [this](std::uint16_t port) {
+      const auto announced = options_.announce_port(port);
+      advertised_[port] = announced;
+      return "cluster-announce-ip 127.0.0.1\ncluster-announce-port " + std::to_string(announced) +
+             "\ncluster-announce-bus-port " + std::to_string(port + bus_offset) + "\n";
+    };
+  }
   const int total = options_.masters * (1 + options_.replicas_per_master);
   for (int i = 0; i < total; ++i) {
     nodes_.push_back(std::make_unique<redis_server>(o));
@@ -118,16 +126,23 @@ void redis_cluster::create() {
   }
 }
 
+std::uint16_t redis_cluster::advertised_port(std::size_t i) const {
+  const auto port = nodes_.at(i)->port();
+  const auto it = advertised_.find(port);
+  return it == advertised_.end() ? port : it->second;
+}
+
 std::vector<std::string> redis_cluster::seed_urls() const {
   std::vector<std::string> urls;
-  for (const auto& n : nodes_)
-    urls.push_back(n->url());
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    urls.push_back("redis://127.0.0.1:" + std::to_string(advertised_port(i)));
   return urls;
 }
 
+// Ports as the cluster reports them (CLUSTER SLOTS, CLUSTER NODES, ROLE): advertised ones.
 std::size_t redis_cluster::index_of_port(std::uint16_t port) const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i]->port() == port) return i;
+    if (advertised_port(i) == port) return i;
   }
   throw server_error("port " + std::to_string(port) + " is not a node of this cluster");
 }
@@ -290,7 +305,7 @@ std::string redis_cluster::describe() {
 }
 
 redis_cluster::killed_master redis_cluster::snapshot(std::size_t master) {
-  const auto port = node(master).port();
+  const auto port = advertised_port(master);
   // Asked of the master itself while it lives; afterwards only the others know.
   std::size_t asked = master;
   if (!node(master).answering()) {
@@ -345,8 +360,8 @@ std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::millis
   }
   // A replica has taken over once it says so and every running node routes the slots to it.
   auto took_over = [&](std::size_t r) {
-    const auto port = node(r).port();
-    const auto role = resp_client(port).checked({"ROLE"});
+    const auto port = advertised_port(r);
+    const auto role = resp_client(node(r).port()).checked({"ROLE"});
     if (role.elements.empty() || role.elements[0].text != "master") return false;
     for (std::size_t n = 0; n < nodes_.size(); ++n) {
       if (!nodes_[n]->answering()) continue;
@@ -433,7 +448,8 @@ void redis_cluster::finish_migration(std::uint16_t slot, std::size_t from, std::
       try {
         bool owned = false;
         for (const auto& r : slots_of(n)) {
-          owned = owned || (r.first <= slot && slot <= r.last && r.master_port == node(to).port());
+          owned =
+              owned || (r.first <= slot && slot <= r.last && r.master_port == advertised_port(to));
         }
         if (!owned)
           problem = "node " + std::to_string(n) + " does not route the slot to node " +

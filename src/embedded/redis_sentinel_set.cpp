@@ -75,7 +75,15 @@ redis_sentinel_set::redis_sentinel_set(sentinel_set_options options)
       o.extra_args.insert(o.extra_args.end(), {"--requirepass", pw, "--masterauth", pw});
     if (i > 0) {
       o.extra_args.insert(o.extra_args.end(),
-                          {"--replicaof", "127.0.0.1", std::to_string(data_.front()->port())});
+                          {"--replicaof", "127.0.0.1", std::to_string(advertised_port(0))});
+    }
+    if (options_.announce_port) {
+      o.config = [this](std::uint16_t port) {
+        const auto announced = options_.announce_port(port);
+        advertised_[port] = announced;
+        return "replica-announce-ip 127.0.0.1\nreplica-announce-port " + std::to_string(announced) +
+               "\n";
+      };
     }
     o.extra_args.insert(o.extra_args.end(), options_.server_args.begin(),
                         options_.server_args.end());
@@ -103,6 +111,12 @@ redis_sentinel_set::~redis_sentinel_set() {
     d->kill();
 }
 
+std::uint16_t redis_sentinel_set::advertised_port(std::size_t i) const {
+  const auto port = data_.at(i)->port();
+  const auto it = advertised_.find(port);
+  return it == advertised_.end() ? port : it->second;
+}
+
 std::string redis_sentinel_set::sentinel_config(std::uint16_t port) const {
   const auto& name = options_.master_name;
   // A majority of three or more: one sentinel alone cannot call the master down.
@@ -114,7 +128,7 @@ std::string redis_sentinel_set::sentinel_config(std::uint16_t port) const {
   conf += "bind 127.0.0.1\n";
   conf += "sentinel resolve-hostnames no\n";
   conf += line("monitor",
-               "127.0.0.1 " + std::to_string(data_.front()->port()) + " " + std::to_string(quorum));
+               "127.0.0.1 " + std::to_string(advertised_port(0)) + " " + std::to_string(quorum));
   conf += line("down-after-milliseconds", std::to_string(options_.down_after.count()));
   conf += line("failover-timeout", std::to_string(options_.failover_timeout.count()));
   conf += line("parallel-syncs", "1");
@@ -147,7 +161,7 @@ std::vector<std::string> redis_sentinel_set::sentinel_urls() const {
 
 std::size_t redis_sentinel_set::index_of_port(std::uint16_t port) const {
   for (std::size_t i = 0; i < data_.size(); ++i) {
-    if (data_[i]->port() == port) return i;
+    if (advertised_port(i) == port) return i;
   }
   throw server_error("the sentinels name port " + std::to_string(port) +
                      ", which is not a data node of this set");
@@ -182,7 +196,7 @@ std::size_t redis_sentinel_set::master_index() {
 
 std::size_t redis_sentinel_set::wait_failover(std::size_t old_master,
                                               std::chrono::milliseconds timeout) {
-  const auto old_port = data_node(old_master).port();
+  const auto old_port = advertised_port(old_master);
   poller p(timeout);
   std::string state;
   do {
@@ -219,7 +233,7 @@ void redis_sentinel_set::wait_replicas_synced(std::chrono::milliseconds timeout)
 }
 
 void redis_sentinel_set::wait_synced_to(std::size_t master, std::chrono::milliseconds timeout) {
-  const auto master_port = std::to_string(data_node(master).port());
+  const auto master_port = std::to_string(advertised_port(master));
   poller p(timeout);
   std::string problem;
   do {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -73,6 +74,29 @@ std::unique_ptr<deployment> make_standalone(const deployment_options& o);
 std::unique_ptr<deployment> make_sentinel(const deployment_options& o, int min_replica_acks);
 std::unique_ptr<deployment> make_cluster(const deployment_options& o, int min_replica_acks);
 std::unique_ptr<deployment> make_redlock(const deployment_options& o);
+
+/// Fault proxies in front of a deployment's nodes, one per node, known by the node's own port.
+/// Made as the nodes' ports are chosen (Sentinel and Cluster nodes announce the proxy's port, so
+/// that clients, replicas and sentinels all reach them through it).
+class proxy_group {
+ public:
+  /// Starts a proxy in front of the node listening on `node_port`; returns the proxy's port.
+  std::uint16_t front(std::uint16_t node_port);
+  /// The proxy in front of `node_port`. Throws std::out_of_range if there is none.
+  fault_proxy& at(std::uint16_t node_port) const { return *by_node_port_.at(node_port); }
+  std::vector<fault_proxy*> all() const;
+  void heal();
+  /// Every proxy's counters, summed.
+  proxy_counters counters() const;
+
+ private:
+  std::map<std::uint16_t, std::unique_ptr<fault_proxy>> by_node_port_;
+};
+
+/// proxy-stall, proxy-half-open (0.5-2 leases each) or proxy-reset on `p`; throws
+/// std::invalid_argument for any other kind.
+void inject_proxy_fault(fault_kind k, fault_scope& s, fault_proxy& p,
+                        std::chrono::milliseconds lease);
 
 /// proxy-latency: 10-80 ms of latency and 0-40 ms of jitter on every one of `proxies` for 2-4 s.
 /// Slow but alive: a round trip stays under the workers' command timeout, so this tests

@@ -1,7 +1,10 @@
 // A Redis Cluster: three masters with a replica each (--replicas picks how many acknowledge each
-// grant), every node with its AOF. After every fault the cluster is made whole before the next:
-// all slots served, every node agreeing, every replica linked (a killed or stopped master comes
-// back as a replica of the one that took over).
+// grant), every node with its AOF and behind a fault proxy that it announces: clients and
+// replicas reach it through the proxy, while the cluster bus (gossip, failure detection) does not,
+// so the proxy's faults slow or cut the client and replication links without a failover. After
+// every fault the cluster is made whole before the next: all slots served, every node agreeing,
+// every replica linked (a killed or stopped master comes back as a replica of the one that took
+// over).
 #include <thread>
 
 #include "deployment.hpp"
@@ -26,8 +29,11 @@ class cluster_deployment final : public deployment {
     co.replicas_per_master = o.replicas < 0 ? 1 : o.replicas;
     co.node_timeout = 1000ms;
     co.extra_args = {"--appendonly", "yes", "--appendfsync", o.appendfsync};
+    co.announce_port = [this](std::uint16_t port) { return proxies_.front(port); };
     cluster_ = std::make_unique<embedded::redis_cluster>(co);
   }
+  void heal() override { proxies_.heal(); }
+  proxy_counters proxies() const override { return proxies_.counters(); }
 
   std::string lock_url() const override {
     std::string out;
@@ -106,6 +112,14 @@ class cluster_deployment final : public deployment {
                                   {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
         }
         break;
+      case fault_kind::proxy_latency:
+        inject_latency(s, proxies_.all());
+        break;
+      case fault_kind::proxy_stall:
+      case fault_kind::proxy_half_open:
+      case fault_kind::proxy_reset:
+        inject_proxy_fault(k, s, proxies_.at(cluster_->node(master).port()), o_.lease);
+        break;
       default:
         throw std::invalid_argument("not a cluster fault");
     }
@@ -118,7 +132,7 @@ class cluster_deployment final : public deployment {
       if (i == master || !cluster_->node(i).answering()) continue;
       const auto role = embedded::resp_client(cluster_->node(i).port()).checked({"ROLE"});
       if (role.elements.size() > 2 && role.elements[0].text == "slave" &&
-          role.elements[2].integer == cluster_->node(master).port()) {
+          role.elements[2].integer == cluster_->advertised_port(master)) {
         return i;
       }
     }
@@ -138,6 +152,7 @@ class cluster_deployment final : public deployment {
   deployment_options o_;
   int acks_;
   std::vector<std::string> names_;
+  proxy_group proxies_;  // declared first: the nodes go before the proxies in front of them
   std::unique_ptr<embedded::redis_cluster> cluster_;
 };
 

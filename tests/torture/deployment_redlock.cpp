@@ -21,20 +21,19 @@ class redlock_deployment final : public deployment {
     so.extra_args = {"--appendonly", "yes", "--appendfsync", o.appendfsync};
     for (std::size_t i = 0; i < redlock_masters; ++i) {
       servers_.push_back(std::make_unique<embedded::redis_server>(so));
-      proxies_.push_back(std::make_unique<fault_proxy>(servers_.back()->port()));
+      proxy_ports_.push_back(proxies_.front(servers_.back()->port()));
     }
   }
   ~redlock_deployment() override {
-    proxies_.clear();
     for (auto& s : servers_)
       s->kill();
   }
 
   std::string lock_url() const override {
     std::string out;
-    for (const auto& p : proxies_) {
+    for (const auto port : proxy_ports_) {
       if (!out.empty()) out.push_back(',');
-      out.append("redis://127.0.0.1:").append(to_string(p->port()));
+      out.append("redis://127.0.0.1:").append(to_string(port));
     }
     return out;
   }
@@ -44,24 +43,8 @@ class redlock_deployment final : public deployment {
   std::string describe() const override {
     return "redlock, 5 masters, each behind a fault proxy (appendfsync " + o_.appendfsync + ")";
   }
-  void heal() override {
-    for (auto& p : proxies_)
-      p->heal();
-  }
-  proxy_counters proxies() const override {
-    proxy_counters sum;
-    for (const auto& p : proxies_) {
-      const auto c = p->counters();
-      sum.accepted += c.accepted;
-      sum.black_holed += c.black_holed;
-      sum.reset += c.reset;
-      sum.upstream_failures += c.upstream_failures;
-      sum.bytes_up += c.bytes_up;
-      sum.bytes_down += c.bytes_down;
-      sum.bytes_dropped += c.bytes_dropped;
-    }
-    return sum;
-  }
+  void heal() override { proxies_.heal(); }
+  proxy_counters proxies() const override { return proxies_.counters(); }
 
   void inject(fault_kind k, fault_scope& s) override {
     switch (k) {
@@ -96,10 +79,11 @@ class redlock_deployment final : public deployment {
         for (const auto i : cut) {
           if (!who.empty()) who.push_back(',');
           who.append(to_string(i));
+          auto& proxy = proxies_.at(servers_[i]->port());
           if (black_hole) {
-            proxies_[i]->half_open_for(d);
+            proxy.half_open_for(d);
           } else {
-            proxies_[i]->stall_for(d);
+            proxy.stall_for(d);
           }
         }
         s.detail.push_back("masters=" + who);
@@ -107,13 +91,9 @@ class redlock_deployment final : public deployment {
         s.hold(d);
         break;
       }
-      case fault_kind::proxy_latency: {
-        std::vector<fault_proxy*> all;
-        for (auto& p : proxies_)
-          all.push_back(p.get());
-        inject_latency(s, all);
+      case fault_kind::proxy_latency:
+        inject_latency(s, proxies_.all());
         break;
-      }
       default:
         throw std::invalid_argument("not a redlock fault");
     }
@@ -129,8 +109,9 @@ class redlock_deployment final : public deployment {
   }
 
   deployment_options o_;
+  proxy_group proxies_;
   std::vector<std::unique_ptr<embedded::redis_server>> servers_;
-  std::vector<std::unique_ptr<fault_proxy>> proxies_;
+  std::vector<std::uint16_t> proxy_ports_;  // the masters' proxies, in the masters' order
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // A Sentinel set: one master, two replicas (--replicas picks how many acknowledge each grant, not
-// how many exist), three sentinels, every data node with its AOF. After every fault the
-// deployment is made whole before the next: one master all sentinels agree on, every other
+// how many exist), three sentinels, every data node with its AOF and behind a fault proxy that
+// it announces: clients, replicas and sentinels all reach it through the proxy, so the proxy's
+// faults on the master are the network's, a stall past down-after a partition. After every fault
+// the deployment is made whole before the next: one master all sentinels agree on, every other
 // data node replicating from it (a killed or stopped master comes back and Sentinel demotes it).
 #include <sys/socket.h>
 
@@ -50,10 +52,13 @@ class sentinel_deployment final : public deployment {
     so.down_after = 1000ms;
     so.failover_timeout = 3000ms;
     so.server_args = {"--appendonly", "yes", "--appendfsync", o.appendfsync};
+    so.announce_port = [this](std::uint16_t port) { return proxies_.front(port); };
     set_ = std::make_unique<embedded::redis_sentinel_set>(so);
   }
 
   std::string lock_url() const override { return set_->url(); }
+  void heal() override { proxies_.heal(); }
+  proxy_counters proxies() const override { return proxies_.counters(); }
   bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ == 0; }
   std::string describe() const override {
     return "sentinel, 1 master + " + to_string(set_->data_nodes() - 1) + " replicas, " +
@@ -114,6 +119,14 @@ class sentinel_deployment final : public deployment {
         s.hold(d);
         break;
       }
+      case fault_kind::proxy_latency:
+        inject_latency(s, proxies_.all());
+        break;
+      case fault_kind::proxy_stall:
+      case fault_kind::proxy_half_open:
+      case fault_kind::proxy_reset:
+        inject_proxy_fault(k, s, proxies_.at(set_->data_node(master).port()), o_.lease);
+        break;
       default:
         throw std::invalid_argument("not a sentinel fault");
     }
@@ -156,6 +169,7 @@ class sentinel_deployment final : public deployment {
 
   deployment_options o_;
   int acks_;
+  proxy_group proxies_;  // declared first: the nodes go before the proxies in front of them
   std::unique_ptr<embedded::redis_sentinel_set> set_;
 };
 

@@ -84,20 +84,10 @@ class standalone final : public deployment {
       case fault_kind::proxy_latency:
         inject_latency(s, {proxy_.get()});
         break;
-      case fault_kind::proxy_stall: {
-        const auto d = leases(s.rng, o_.lease, 0.5, 2.0);
-        proxy_->stall_for(d);
-        s.hold(d);
-        break;
-      }
-      case fault_kind::proxy_half_open: {
-        const auto d = leases(s.rng, o_.lease, 0.5, 2.0);
-        proxy_->half_open_for(d);
-        s.hold(d);
-        break;
-      }
+      case fault_kind::proxy_stall:
+      case fault_kind::proxy_half_open:
       case fault_kind::proxy_reset:
-        proxy_->reset_all();
+        inject_proxy_fault(k, s, *proxy_, o_.lease);
         break;
       default:
         throw std::invalid_argument("not a standalone fault");

@@ -30,10 +30,12 @@ enum class fault_kind {
   debug_sleep,         ///< DEBUG SLEEP 0.5–2 leases
   client_kill,         ///< CLIENT KILL TYPE normal SKIPME yes (every master)
   client_pause,        ///< CLIENT PAUSE WRITE or ALL for 0.5–2 leases (the master)
-  proxy_latency,       ///< 10–80 ms latency and 0–40 ms jitter for 2–4 s
-  proxy_stall,         ///< all bytes held for 0.5–2 leases
-  proxy_half_open,     ///< connections become black holes; new ones too, for 0.5–2 leases
-  proxy_reset,         ///< every proxied connection reset
+  // The fault proxy, in front of a standalone server, or a Sentinel or Cluster master (latency:
+  // in front of every node).
+  proxy_latency,    ///< 10–80 ms latency and 0–40 ms jitter for 2–4 s
+  proxy_stall,      ///< all bytes held for 0.5–2 leases
+  proxy_half_open,  ///< connections become black holes; new ones too, for 0.5–2 leases
+  proxy_reset,      ///< every proxied connection reset
   // Sentinel and Cluster.
   failover,           ///< the master SIGKILLed, a replica promoted; it returns as a replica
   master_stop,        ///< the master SIGSTOPped past the failover time; it returns demoted

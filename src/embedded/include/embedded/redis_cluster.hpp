@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,10 @@ struct cluster_options {
   std::vector<std::string> extra_args{};
   /// How long the constructor waits for the cluster to form.
   std::chrono::milliseconds start_timeout{60000};
+  /// If set, called with each node's port once it is chosen; the node then announces the port
+  /// returned (cluster-announce-port; its bus stays on its own port + 10000), so that clients
+  /// and replicas reach it there, a proxy in front of it for instance.
+  std::function<std::uint16_t(std::uint16_t port)> announce_port{};
 };
 
 /// True if redis-server and redis-cli (which creates the cluster) can be found.
@@ -48,7 +53,9 @@ class redis_cluster {
   redis_server& node(std::size_t i) { return *nodes_.at(i); }
   /// The cluster's id of node `i` (CLUSTER MYID), stable across restarts.
   const std::string& node_id(std::size_t i) const { return ids_.at(i); }
-  /// redis://127.0.0.1:PORT of every node.
+  /// The port clients and replicas reach node `i` at: its own, or the one `announce_port` gave.
+  std::uint16_t advertised_port(std::size_t i) const;
+  /// redis://127.0.0.1:PORT of every node, at its advertised port.
   std::vector<std::string> seed_urls() const;
   /// The indexes of the nodes that serve slots now, as a running node reports them.
   std::vector<std::size_t> master_indexes();
@@ -110,6 +117,7 @@ class redis_cluster {
   std::vector<std::unique_ptr<redis_server>> nodes_;
   std::vector<std::string> ids_;
   std::map<std::size_t, killed_master> killed_;
+  std::map<std::uint16_t, std::uint16_t> advertised_;  // a node's port -> announce_port's
 };
 
 }  // namespace dlock::embedded

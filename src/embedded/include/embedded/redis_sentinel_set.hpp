@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +33,11 @@ struct sentinel_set_options {
   std::string master_password{};
   /// How long the constructor waits for replication and for the sentinels to know each other.
   std::chrono::milliseconds start_timeout{60000};
+  /// If set, called with each data node's port once it is chosen; the node is then known to
+  /// everyone else (sentinels, replicas, clients) by the port returned, a proxy in front of it
+  /// for instance: it announces that port (replica-announce-port), replicas and sentinels are
+  /// pointed there.
+  std::function<std::uint16_t(std::uint16_t port)> announce_port{};
 };
 
 /// True if a sentinel can be run: `redis-sentinel`, or `redis-server --sentinel`.
@@ -57,6 +64,8 @@ class redis_sentinel_set {
   std::size_t data_nodes() const noexcept { return data_.size(); }
   /// Data node `i`; 0 is the initial master.
   redis_server& data_node(std::size_t i) { return *data_.at(i); }
+  /// The port everyone else reaches data node `i` at: its own, or the one `announce_port` gave.
+  std::uint16_t advertised_port(std::size_t i) const;
   std::size_t sentinels() const noexcept { return sentinels_.size(); }
   redis_server& sentinel(std::size_t i) { return *sentinels_.at(i); }
 
@@ -79,6 +88,7 @@ class redis_sentinel_set {
   std::string describe();
 
   sentinel_set_options options_;
+  std::map<std::uint16_t, std::uint16_t> advertised_;  // a data node's port -> announce_port's
   // Declared before the sentinels, so destroyed after them.
   std::vector<std::unique_ptr<redis_server>> data_;
   std::vector<std::unique_ptr<redis_server>> sentinels_;
