@@ -64,6 +64,7 @@ struct attempt_rec {
 struct fault_rec {
   std::string kind;
   std::int64_t t_start = 0, t_end = 0;
+  std::int64_t worker = -1;  ///< kill and stop: the worker
 };
 
 // The line's own time (event_log.hpp), for excerpts.
@@ -80,6 +81,10 @@ std::int64_t line_time(const std::vector<std::string_view>& f) {
     case 'F':
     case 'T':
       return at(2);
+    case 'c':
+      return at(4);
+    case 'C':
+      return at(5);
     default:  // S V L R E
       return at(3);
   }
@@ -160,6 +165,7 @@ class checker {
     fair_handoffs(by_name);
     unavailability(by_name);
     liveness();
+    latches();
     excerpts();
     return std::move(r_);
   }
@@ -205,6 +211,23 @@ class checker {
           r_.stats_leases_lost += static_cast<std::uint64_t>(number(f[6]));
           r_.stats_release_failures += static_cast<std::uint64_t>(number(f[7]));
           break;
+        case 'c':
+          if (f.size() < 5) return bad();
+          latch_index_[{number(f[1]), number(f[4])}] = latch_ops_.size();
+          latch_ops_.push_back({.worker = number(f[1]),
+                                .name = f[2],
+                                .op = f[3][0],
+                                .t_call = number(f[4]),
+                                .t_reply = latch_never,
+                                .result = {}});
+          break;
+        case 'C': {
+          const auto it = latch_index_.find({number(f[1]), f.size() > 4 ? number(f[4]) : 0});
+          if (f.size() < 7 || it == latch_index_.end()) return bad();
+          latch_ops_[it->second].t_reply = number(f[5]);
+          latch_ops_[it->second].result = f[6];
+          break;
+        }
         case 'O':
         case 'V':
         case 'L':
@@ -284,8 +307,9 @@ class checker {
         return;
       }
       ++r_.faults[kind];
-      faults_.push_back({kind, number(f[2]), number(f[3])});
-      if (kind == "kill" && f.size() > 4) kills_.push_back({number(f[4]), number(f[3])});
+      const bool of_worker = (kind == "kill" || kind == "stop") && f.size() > 4;
+      faults_.push_back({kind, number(f[2]), number(f[3]), of_worker ? number(f[4]) : -1});
+      if (kind == "kill" && of_worker) kills_.push_back({number(f[4]), number(f[3])});
     });
   }
 
@@ -375,10 +399,14 @@ class checker {
     }
   }
 
+  // A latch operation that completed counts as a grant here: the service answered.
   void liveness() {
     std::vector<std::int64_t> grant_times;
     for (const auto& g : grants_)
       grant_times.push_back(g.t_grant);
+    for (const auto& o : latch_ops_) {
+      if (o.t_reply != latch_never && o.result != "err") grant_times.push_back(o.t_reply);
+    }
     std::sort(grant_times.begin(), grant_times.end());
     std::int64_t previous = in_.t_start;
     for (const auto t : grant_times) {
@@ -386,7 +414,7 @@ class checker {
       previous = t;
     }
     no_grant_between(previous, in_.t_end);
-    for (const auto& [kind, t_start, t_end] : faults_) {
+    for (const auto& [kind, t_start, t_end, worker] : faults_) {
       // The longest stretch without a grant that overlaps the fault's window.
       auto first = std::lower_bound(grant_times.begin(), grant_times.end(), t_start);
       std::int64_t from = first == grant_times.begin() ? in_.t_start : *std::prev(first);
@@ -506,6 +534,21 @@ class checker {
     }
   }
 
+  void latches() {
+    std::vector<latch_fault> faults;
+    for (const auto& f : faults_) {
+      const auto& losing = in_.write_losing_faults;
+      faults.push_back(
+          {.t_start = f.t_start,
+           .t_end = f.t_end,
+           .may_lose_writes = std::find(losing.begin(), losing.end(), f.kind) != losing.end(),
+           .worker = f.worker});
+    }
+    r_.latch = check_latches(std::move(latch_ops_), faults, in_.latch_release_bound_ns);
+    failures_at_.insert(failures_at_.end(), r_.latch.failures_at.begin(),
+                        r_.latch.failures_at.end());
+  }
+
   // The lines of every log around the first failures, in time order.
   void excerpts() {
     std::sort(failures_at_.begin(), failures_at_.end());
@@ -588,8 +631,10 @@ class checker {
   std::vector<std::vector<std::string_view>> later_;
   std::vector<std::pair<std::int64_t, std::int64_t>> kills_;  // (worker, t_kill)
   std::vector<fault_rec> faults_;
-  std::unordered_map<std::string_view, std::vector<attempt_rec>> refused_;  // N lines, by name
-  std::vector<std::pair<std::int64_t, std::string_view>> failures_at_;      // (when, name)
+  std::vector<latch_op> latch_ops_;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> latch_index_;  // (worker, t_call)
+  std::unordered_map<std::string_view, std::vector<attempt_rec>> refused_;    // N lines, by name
+  std::vector<std::pair<std::int64_t, std::string_view>> failures_at_;        // (when, name)
 };
 
 }  // namespace

@@ -31,6 +31,9 @@
 //   late grant being the newer. It lasts from the newer grant until the newer hold, or enough
 //   of the older ones, stop being believed.
 //
+//   Countdown latches: latch_check.hpp. Where the report speaks of stretches without a grant
+//   (during and after faults), a latch operation that completed counts as one.
+//
 //   Unavailability after a holder died: a worker SIGKILLed inside a grant (granted, and not yet
 //   at its valid() check, after which it writes and releases) → the next GRANT of that name by
 //   anyone.
@@ -42,6 +45,8 @@
 #include <utility>
 #include <vector>
 
+#include "latch_check.hpp"
+
 namespace dlock::torture {
 
 struct check_input {
@@ -52,6 +57,10 @@ struct check_input {
   int permits = 1;  ///< each semaphore's permits
   /// The events around a failure are quoted from this far before it to half as far after.
   std::int64_t excerpt_ns = 1'000'000'000;
+  /// The fault kinds that may lose acknowledged writes made without replica acks (a latch's).
+  std::vector<std::string> write_losing_faults{};
+  /// A latch waiter hears of the 0 within this (latch_check.hpp).
+  std::int64_t latch_release_bound_ns = 500'000'000;
 };
 
 struct check_report {
@@ -116,6 +125,9 @@ struct check_report {
   /// By fault kind: each fault's longest stretch without any grant that overlaps its window,
   /// sorted (for the median and the maximum).
   std::map<std::string, std::vector<double>> unavailable_ms;
+
+  /// Countdown latches (latch_check.hpp).
+  latch_report latch;
 
   std::vector<std::string> stale_write_examples;
   std::vector<std::string> unsignalled_examples;

@@ -68,13 +68,26 @@ class Checker : public ::testing::Test {
             (valid_until != 0 ? " " + ms(valid_until) : std::string())};
   }
 
-  check_report run(std::int64_t end_ms = 10'000, int permits = 1) {
+  /// One latch op on "l": its c line and, unless `t_reply` < 0 (killed in it), its C line.
+  static std::vector<std::string> latch(int w, const std::string& op, std::int64_t t_call,
+                                        std::int64_t t_reply, const std::string& result) {
+    const auto W = std::to_string(w);
+    std::vector<std::string> lines = {"c " + W + " l " + op + " " + ms(t_call)};
+    if (t_reply >= 0) {
+      lines.push_back("C " + W + " l " + op + " " + ms(t_call) + " " + ms(t_reply) + " " + result);
+    }
+    return lines;
+  }
+
+  check_report run(std::int64_t end_ms = 10'000, int permits = 1,
+                   std::vector<std::string> write_losing_faults = {}) {
     nemesis({});
     return check({.worker_logs = logs_,
                   .nemesis_log = dir_ + "/nemesis.log",
                   .t_start = 0,
                   .t_end = end_ms * 1'000'000,
-                  .permits = permits});
+                  .permits = permits,
+                  .write_losing_faults = std::move(write_losing_faults)});
   }
 
   std::string dir_;
@@ -279,6 +292,48 @@ TEST_F(Checker, MultiLockLeftoversAndFairHandOffs) {
   // 21 to 400 (the next grant); and 411 to 600, when the one waiter gave up.
   EXPECT_EQ(r.fair_handoffs, 2u);
   EXPECT_NEAR(r.max_fair_handoff_ms, 379, 0.01);
+}
+
+// A latch waiter released while the count was never 0 is early; one released after a count-down
+// that left 0, or one that never returned (it may have), is not.
+TEST_F(Checker, LatchWaitersReleasedBeforeZeroAreEarly) {
+  worker(1, latch(1, "set", 0, 1, "1"));
+  worker(2, latch(2, "wait", 10, 50, "1"));  // nothing took it to 0: early
+  worker(3, latch(3, "down", 60, 61, "1"));
+  worker(3, latch(3, "down", 70, 71, "0"));
+  worker(2, latch(2, "wait", 65, 80, "1"));  // the 0 at 70-71
+  worker(1, latch(1, "set", 300, 301, "1"));
+  worker(4, latch(4, "down", 310, -1, ""));  // killed in it: may have left 0
+  worker(2, latch(2, "wait", 320, 330, "1"));
+  const auto r = run();
+  EXPECT_EQ(r.latch.waits_released, 3u);
+  EXPECT_EQ(r.latch.early_releases, 1u);
+  ASSERT_EQ(r.latch.release_delay_ms.size(), 1u);
+  EXPECT_NEAR(r.latch.release_delay_ms[0], 9, 0.01) << "from the 0 (71) to the release (80)";
+  ASSERT_FALSE(r.excerpts.empty());
+  EXPECT_NE(r.excerpts[0].find("C 2 l wait"), std::string::npos) << r.excerpts[0];
+}
+
+// A waiter that stays while the count sits at 0 past the bound missed its release; with a fault
+// in its wait it is not judged. A fault that may lose writes explains a release (the latch went
+// with the data), counted apart.
+TEST_F(Checker, LatchWaitersThatStayAtZeroMissedTheRelease) {
+  worker(1, latch(1, "set", 0, 1, "1"));
+  worker(1, latch(1, "down", 100, 101, "0"));
+  worker(2, latch(2, "wait", 50, 2050, "0"));  // at 0 from 101 to 1500: missed
+  worker(1, latch(1, "set", 1500, 1501, "1"));
+  worker(3, latch(3, "wait", 1600, 3600, "0"));  // armed all along: fine
+  worker(4, latch(4, "wait", 2080, 2200, "1"));  // released by the fault below
+  nemesis({"F failover " + ms(2100) + " " + ms(2110) + " master=0",
+           "F stop " + ms(500) + " " + ms(900) + " 9 holder=0"});  // another worker's
+  auto r = run(10'000, 1, {"failover"});
+  EXPECT_EQ(r.latch.missed_releases, 1u);
+  EXPECT_EQ(r.latch.waits_checked, 1u) << "the one at 1600 has a fault in its wait";
+  EXPECT_EQ(r.latch.early_releases, 0u);
+  EXPECT_EQ(r.latch.releases_after_loss, 1u);
+  // The same fault on a deployment where it loses nothing leaves that release unexplained.
+  r = run(10'000, 1, {});
+  EXPECT_EQ(r.latch.early_releases, 1u);
 }
 
 }  // namespace

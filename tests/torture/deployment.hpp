@@ -56,6 +56,9 @@ class deployment {
   /// to a replica that missed it) may be granted to a second holder while the first still
   /// believes in it: what docs/topologies.md promises for these settings and `faults`.
   virtual bool may_grant_twice(const std::vector<fault_kind>& faults) const = 0;
+  /// Whether fault `k` may lose writes the server acknowledged without replica acks (a latch's
+  /// count): a restart without data, a failover to a replica that missed them.
+  virtual bool may_lose_writes(fault_kind k) const = 0;
   /// A short description for the report: "sentinel, 1 master + 2 replicas, 3 sentinels".
   virtual std::string describe() const = 0;
 };

@@ -51,6 +51,9 @@ class cluster_deployment final : public deployment {
     // CLUSTER FAILOVER waits for the replica to catch up, and a migration moves keys whole.
     return acks_ == 0 && (has(fault_kind::failover) || has(fault_kind::node_stop));
   }
+  bool may_lose_writes(fault_kind k) const override {
+    return k == fault_kind::failover || k == fault_kind::node_stop;
+  }
   std::string describe() const override {
     return "cluster, " + to_string(cluster_->master_indexes().size()) + " masters, " +
            to_string(cluster_->size()) + " nodes, grants acknowledged by " + to_string(acks_) +

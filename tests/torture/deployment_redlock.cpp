@@ -40,6 +40,7 @@ class redlock_deployment final : public deployment {
   // A master back without its data waits out a lease first (docs/redlock.md): no fault here
   // loses an acknowledged grant while it matters.
   bool may_grant_twice(const std::vector<fault_kind>&) const override { return false; }
+  bool may_lose_writes(fault_kind k) const override { return k == fault_kind::master_kill; }
   std::string describe() const override {
     return "redlock, 5 masters, each behind a fault proxy (appendfsync " + o_.appendfsync + ")";
   }

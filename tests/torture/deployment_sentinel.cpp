@@ -60,6 +60,13 @@ class sentinel_deployment final : public deployment {
   void heal() override { proxies_.heal(); }
   proxy_counters proxies() const override { return proxies_.counters(); }
   bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ == 0; }
+  // Any failover may promote a replica that missed the last writes; a stall or a half-open
+  // link past down-after is one (CLIENT PAUSE is shorter than down-after).
+  bool may_lose_writes(fault_kind k) const override {
+    using enum fault_kind;
+    return k == failover || k == master_stop || k == replication_stall || k == proxy_stall ||
+           k == proxy_half_open;
+  }
   std::string describe() const override {
     return "sentinel, 1 master + " + to_string(set_->data_nodes() - 1) + " replicas, " +
            to_string(set_->sentinels()) + " sentinels, grants acknowledged by " + to_string(acks_) +

@@ -47,6 +47,7 @@ class standalone final : public deployment {
     // A server that comes back without its data has forgotten every grant.
     return std::find(faults.begin(), faults.end(), fault_kind::restart_empty) != faults.end();
   }
+  bool may_lose_writes(fault_kind k) const override { return k == fault_kind::restart_empty; }
   std::string describe() const override {
     return "standalone, 1 server behind the fault proxy (appendfsync " + o_.appendfsync + ")";
   }

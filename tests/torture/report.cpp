@@ -73,6 +73,14 @@ std::vector<std::string> verdict(const check_report& r, const run_info& info) {
                   std::to_string(std::lround(r.max_fair_handoff_ms)) + " ms, over " +
                   std::to_string(std::lround(info.fair_handoff_bound_ms)) + " ms");
   }
+  if (r.latch.early_releases > 0) {
+    out.push_back(std::to_string(r.latch.early_releases) +
+                  " latch waiters released before the count reached 0");
+  }
+  if (r.latch.missed_releases > 0) {
+    out.push_back(std::to_string(r.latch.missed_releases) +
+                  " latch waiters not released though the count stayed at 0");
+  }
   if (r.malformed_lines > 0) {
     out.push_back(std::to_string(r.malformed_lines) + " log lines the checker could not read");
   }
@@ -137,6 +145,19 @@ std::string text_report(const check_report& r, const run_info& info,
                                                   ms(r.max_fair_handoff_ms) + " (bound " +
                                                   ms(info.fair_handoff_bound_ms) + ")");
   }
+  if (r.latch.ops > 0) {
+    const auto& l = r.latch;
+    const auto& d = l.release_delay_ms;
+    row("latch ops; count-downs to 0", n(l.ops) + "; " + n(l.zeros));
+    row("latch waits released; ended first", n(l.waits_released) + " (" + n(l.releases_after_loss) +
+                                                 " by a fault that lost the latch)" + "; " +
+                                                 n(l.waits_ended));
+    row("LATCH EARLY RELEASES (must be 0)", n(l.early_releases));
+    row("LATCH MISSED RELEASES (must be 0)",
+        n(l.missed_releases) + " of " + n(l.waits_checked) + " waits checked");
+    row("latch 0 to release, p50 / max",
+        ms(median(d)) + " / " + ms(d.empty() ? 0 : d.back()) + " (" + n(d.size()) + " waiters)");
+  }
   row("resource ops", n(r.ops) + "; writes accepted " + n(r.writes_accepted));
   row("stale reads rejected", n(r.reads_rejected));
   row("stale writes rejected", n(r.writes_rejected));
@@ -183,6 +204,8 @@ std::string text_report(const check_report& r, const run_info& info,
     o << "  unsignalled loss: " << e << "\n";
   for (const auto& e : r.conflict_examples)
     o << "  conflict: " << e << "\n";
+  for (const auto& e : r.latch.examples)
+    o << "  latch: " << e << "\n";
   if (!failures.empty()) {
     for (const auto& e : r.excerpts)
       o << "  events " << e;
@@ -232,6 +255,18 @@ std::string json_report(const check_report& r, const run_info& info,
   for (const auto& [kind, v] : r.unavailable_ms)
     unavailable[kind] = {{"p50_ms", median(v)}, {"max_ms", v.empty() ? 0 : v.back()}};
   j["unavailable_during_fault"] = unavailable;
+  const auto& d = r.latch.release_delay_ms;
+  j["latch"] = {{"ops", r.latch.ops},
+                {"zeros", r.latch.zeros},
+                {"waits_released", r.latch.waits_released},
+                {"releases_after_loss", r.latch.releases_after_loss},
+                {"waits_ended", r.latch.waits_ended},
+                {"early_releases", r.latch.early_releases},
+                {"waits_checked", r.latch.waits_checked},
+                {"missed_releases", r.latch.missed_releases},
+                {"release_delay_p50_ms", median(d)},
+                {"release_delay_max_ms", d.empty() ? 0 : d.back()},
+                {"examples", r.latch.examples}};
   j["resource_ops"] = r.ops;
   j["stale_reads_rejected"] = r.reads_rejected;
   j["stale_writes_rejected"] = r.writes_rejected;

@@ -44,7 +44,8 @@ struct run_info {
 /// was lost, a lost lease went unsignalled, two holds conflicted where the deployment promises
 /// they never do (or where it allows it, the older holder was not told, or not within
 /// `conflict_bound_ms`), a failed multi-lock wait left a name held, a fair lock's hand-off took
-/// longer than `fair_handoff_bound_ms`, it made fewer than `min_grants` grants, an enabled
+/// longer than `fair_handoff_bound_ms`, a latch waiter was released before 0 or missed a 0
+/// that lasted, it made fewer than `min_grants` grants, an enabled
 /// fault kind never happened, nobody got a lock again after a fault that ended more than
 /// `never_recovered_leases` leases before the run did, or the checker could not read every log
 /// line.

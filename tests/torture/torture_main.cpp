@@ -96,8 +96,8 @@ std::string make_run_dir(const std::string& wanted) {
 
 int run_in(const options& o, const std::string& dir);
 
-const std::vector<std::string> known_kinds = {"reentrant", "simple",           "fair", "read-write",
-                                              "semaphore", "leased-semaphore", "multi"};
+const std::vector<std::string> known_kinds = {
+    "reentrant", "simple", "fair", "read-write", "semaphore", "leased-semaphore", "multi", "latch"};
 
 // The fault kinds to inject, out of those the deployment can suffer. Held writes keep the
 // resource on the lock server, so a restart with the data gone loses the resource too: every
@@ -179,6 +179,10 @@ int run_in(const options& o, const std::string& dir) {
         {.topology = o.topology, .appendfsync = o.appendfsync, .lease = lease, .lock_names = names},
         o.replicas);
     const auto faults = faults_for(o, topology_faults(o.topology));
+    std::vector<std::string> write_losing_faults;
+    for (const auto k : faults) {
+      if (d->may_lose_writes(k)) write_losing_faults.emplace_back(fault_name(k));
+    }
     std::optional<embedded::redis_server> resource;
     if (o.writes != "held") resource.emplace();
     info = {
@@ -252,7 +256,10 @@ int run_in(const options& o, const std::string& dir) {
                     .t_start = t_start,
                     .t_end = t_end,
                     .permits = o.permits,
-                    .excerpt_ns = lease.count() * 2'000'000});
+                    .excerpt_ns = lease.count() * 2'000'000,
+                    .write_losing_faults = write_losing_faults,
+                    // A lost message is made up for by the next re-check; then a round trip.
+                    .latch_release_bound_ns = (recheck + 300ms).count() * 1'000'000});
     if (resource) resource->kill();
   }  // every process stopped here
   const auto failures = verdict(report, info);
@@ -315,9 +322,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 2));
   app.add_option("--kinds", o.kinds,
                  "the names' kinds, name i of kind i mod the list: reentrant, simple, fair, "
-                 "read-write, semaphore, leased-semaphore, multi")
+                 "read-write, semaphore, leased-semaphore, multi, latch")
       ->capture_default_str();
-  app.add_option("--permits", o.permits, "each semaphore's permits")
+  app.add_option("--permits", o.permits, "each semaphore's permits (a latch counts from it + 1)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);

@@ -4,7 +4,9 @@
 // file (event_log.hpp describes the lines). Name i is of kind i mod the --kinds list: reentrant,
 // simple, fair, read-write (a third of the holds write), semaphore and leased-semaphore (one of
 // --permits permits per hold; no resource ops: holders share), multi (seven holds in ten take
-// the name and NAME-m together, the rest one of them alone as a reentrant lock). With
+// the name and NAME-m together, the rest one of them alone as a reentrant lock), latch (a
+// countdown latch of --permits + 1: re-armed by whoever finds it at 0, after a pause; otherwise
+// counted down or waited on, half and half). With
 // `--writes fenced` (the default) the resource is on the resource server and each op is fenced;
 // with `--writes held` it is on the lock server itself, next to the lock, and each op is a
 // `lease::write_while_held`, which the server runs only while the lease still holds the lock.
@@ -22,6 +24,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <optional>
 #include <random>
@@ -261,9 +264,52 @@ class worker {
     }
   }
 
+  // One latch operation, logged before it is sent (a worker killed during it leaves that line
+  // alone: its outcome is unknown) and when it returns: set (1 armed, 0 it existed), down (the
+  // count left), wait (1 reached, 0 the wait ended); "err" if it threw.
+  void latch_iteration(const std::string& name) {
+    auto latch = client_->latch(name);
+    std::int64_t count = 0;
+    try {
+      count = latch.count();
+    } catch (const std::system_error& e) {
+      log_.write({"E", s_.id, "0", to_string(now_ns()), "latch-count", code_name(e)});
+      return;
+    }
+    const auto coin = std::uniform_int_distribution<int>(0, 1)(rng_);
+    const char* op = count == 0 ? "set" : coin == 0 ? "down" : "wait";
+    // A latch at 0 stays there a while, so that the checker sees whether its waiters all left.
+    if (count == 0) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 2000)(rng_)));
+    }
+    const auto t_call = to_string(now_ns());
+    log_.write({"c", s_.id, name, op, t_call});
+    std::string result;
+    try {
+      if (count == 0) {
+        result = latch.try_set_count(s_.permits + 1) ? "1" : "0";
+      } else if (coin == 0) {
+        // The asynchronous form says what count it left; this thread waits for it.
+        std::promise<call_result<std::int64_t>> done;
+        latch.count_down_async([&done](call_result<std::int64_t> r) { done.set_value(r); });
+        const auto left = done.get_future().get();
+        if (left.error) throw dlock::error(left.error, left.message);
+        result = to_string(left.value);
+      } else {
+        result = latch.wait_for(s_.wait) ? "1" : "0";
+      }
+    } catch (const std::system_error& e) {
+      log_.write({"E", s_.id, "0", to_string(now_ns()), std::string("latch-") + op, code_name(e)});
+      result = "err";
+    }
+    log_.write({"C", s_.id, name, op, t_call, to_string(now_ns()), result});
+  }
+
   void iteration(std::optional<redis_client>& resource) {
     const auto i =
         static_cast<std::size_t>(std::uniform_int_distribution<int>(0, s_.names - 1)(rng_));
+    if (kind_of(i) == "latch") return latch_iteration(names_[i]);
     const auto t_call = now_ns();
     std::vector<hold> holds;
     std::string kind;
