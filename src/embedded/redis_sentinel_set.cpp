@@ -4,6 +4,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "embedded/resp_client.hpp"
 #include "poller.hpp"
@@ -226,6 +227,41 @@ std::size_t redis_sentinel_set::wait_failover(std::size_t old_master,
   } while (p.again());
   throw server_error("no failover from data node " + std::to_string(old_master) + " within " +
                      ms(timeout) + ": " + state + "\n" + describe());
+}
+
+void redis_sentinel_set::wait_settled(std::chrono::milliseconds timeout) {
+  poller p(timeout);
+  std::string state;
+  do {
+    std::set<std::string> masters;
+    state.clear();
+    for (std::size_t i = 0; i < sentinels_.size() && state.empty(); ++i) {
+      if (!sentinels_[i]->running()) continue;
+      try {
+        const auto m = resp_client(sentinels_[i]->port(), options_.sentinel_password)
+                           .checked({"SENTINEL", "MASTER", options_.master_name});
+        if (field(m, "flags") != "master") {
+          state = "sentinel " + std::to_string(i) + ": master flags " + field(m, "flags");
+        }
+        masters.insert(field(m, "port"));
+      } catch (const server_error& e) {
+        state = "sentinel " + std::to_string(i) + ": " + e.what();
+      }
+    }
+    if (state.empty() && masters.size() != 1) state = "the sentinels disagree on the master";
+    if (!state.empty()) continue;
+    try {
+      const auto index = index_of_port(static_cast<std::uint16_t>(std::stoul(*masters.begin())));
+      const auto role =
+          resp_client(data_node(index).port(), options_.master_password).checked({"ROLE"});
+      if (!role.elements.empty() && role.elements[0].text == "master") return;
+      state = "data node " + std::to_string(index) + " is named but is not a master";
+    } catch (const server_error& e) {
+      state = e.what();
+    }
+  } while (p.again());
+  throw server_error("the sentinels did not settle within " + ms(timeout) + ": " + state + "\n" +
+                     describe());
 }
 
 void redis_sentinel_set::wait_replicas_synced(std::chrono::milliseconds timeout) {

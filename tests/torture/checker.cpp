@@ -359,6 +359,8 @@ class checker {
       ++r_.signalled_valid;
     } else if (a.outcome != "released") {
       ++r_.signalled_release;
+    } else if (two_masters_at(a.t_grant)) {
+      ++r_.not_signalled_two_masters;
     } else {
       ++r_.not_signalled;
       failures_at_.emplace_back(a.rel_start, a.name);
@@ -397,6 +399,14 @@ class checker {
       r_.max_unavailable_after_kill_ms =
           std::max(r_.max_unavailable_after_kill_ms, static_cast<double>(next - t_kill) / 1e6);
     }
+  }
+
+  bool two_masters_at(std::int64_t t) const {
+    const auto& kinds = in_.two_master_faults;
+    return std::any_of(faults_.begin(), faults_.end(), [&](const fault_rec& f) {
+      return f.t_start <= t && t <= f.t_end + in_.two_master_ns &&
+             std::find(kinds.begin(), kinds.end(), f.kind) != kinds.end();
+    });
   }
 
   // A latch operation that completed counts as a grant here: the service answered.
@@ -476,8 +486,9 @@ class checker {
                                                   [&](std::size_t a) { return grants_[a].told(); });
         ++r_.conflicts;
         r_.max_conflict_ms = std::max(r_.max_conflict_ms, static_cast<double>(ns) / 1e6);
-        if (!told) ++r_.conflicts_unsignalled;
-        if (r_.conflict_examples.size() < 5) {
+        const bool two_masters = !told && two_masters_at(b.t_grant);
+        if (!told) ++(two_masters ? r_.conflicts_untold_two_masters : r_.conflicts_unsignalled);
+        if (r_.conflict_examples.size() < 5 && !two_masters) {
           const auto& a = grants_[with.front()];
           r_.conflict_examples.push_back(
               describe(b) + " while " + std::to_string(with.size()) + " hold(s) were believed, " +

@@ -31,6 +31,10 @@
 //   late grant being the newer. It lasts from the newer grant until the newer hold, or enough
 //   of the older ones, stop being believed.
 //
+//   Where the deployment says two masters may follow a fault (check_input::two_master_faults),
+//   untold conflicts and unsignalled losses whose grant falls in such a window are counted
+//   apart from the others.
+//
 //   Countdown latches: latch_check.hpp. Where the report speaks of stretches without a grant
 //   (during and after faults), a latch operation that completed counts as one.
 //
@@ -59,6 +63,11 @@ struct check_input {
   std::int64_t excerpt_ns = 1'000'000'000;
   /// The fault kinds that may lose acknowledged writes made without replica acks (a latch's).
   std::vector<std::string> write_losing_faults{};
+  /// Faults after which two masters may each grant a lock with nobody told (Sentinel without
+  /// acks): untold conflicts and unsignalled losses from such a fault's start to `two_master_ns`
+  /// after its end are counted apart, as the deployment's documented limit.
+  std::vector<std::string> two_master_faults{};
+  std::int64_t two_master_ns = 0;
   /// A latch waiter hears of the 0 within this (latch_check.hpp).
   std::int64_t latch_release_bound_ns = 500'000'000;
 };
@@ -88,10 +97,11 @@ struct check_report {
   std::uint64_t on_lost_calls = 0;
   std::uint64_t valid_false = 0;
   std::uint64_t lost_in_fact = 0;
-  std::uint64_t signalled_on_lost = 0;  ///< on_lost before the release started
-  std::uint64_t signalled_valid = 0;    ///< else valid() false at the check
-  std::uint64_t signalled_release = 0;  ///< else only the release's outcome
-  std::uint64_t not_signalled = 0;      ///< must be 0
+  std::uint64_t signalled_on_lost = 0;          ///< on_lost before the release started
+  std::uint64_t signalled_valid = 0;            ///< else valid() false at the check
+  std::uint64_t signalled_release = 0;          ///< else only the release's outcome
+  std::uint64_t not_signalled = 0;              ///< must be 0
+  std::uint64_t not_signalled_two_masters = 0;  ///< else, in a two-masters window
 
   std::uint64_t holder_kills = 0;
   double max_unavailable_after_kill_ms = 0;
@@ -111,6 +121,7 @@ struct check_report {
   /// (must be 0), and the longest.
   std::uint64_t conflicts = 0;
   std::uint64_t conflicts_unsignalled = 0;
+  std::uint64_t conflicts_untold_two_masters = 0;  ///< untold, in a two-masters window
   double max_conflict_ms = 0;
 
   /// Multi-locks: waits that ended without the lock but left a name held (must be 0).

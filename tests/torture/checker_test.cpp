@@ -80,14 +80,17 @@ class Checker : public ::testing::Test {
   }
 
   check_report run(std::int64_t end_ms = 10'000, int permits = 1,
-                   std::vector<std::string> write_losing_faults = {}) {
+                   std::vector<std::string> write_losing_faults = {},
+                   std::vector<std::string> two_master_faults = {}) {
     nemesis({});
     return check({.worker_logs = logs_,
                   .nemesis_log = dir_ + "/nemesis.log",
                   .t_start = 0,
                   .t_end = end_ms * 1'000'000,
                   .permits = permits,
-                  .write_losing_faults = std::move(write_losing_faults)});
+                  .write_losing_faults = std::move(write_losing_faults),
+                  .two_master_faults = std::move(two_master_faults),
+                  .two_master_ns = 1'000'000'000});
   }
 
   std::string dir_;
@@ -334,6 +337,22 @@ TEST_F(Checker, LatchWaitersThatStayAtZeroMissedTheRelease) {
   // The same fault on a deployment where it loses nothing leaves that release unexplained.
   r = run(10'000, 1, {});
   EXPECT_EQ(r.latch.early_releases, 1u);
+}
+
+// Two holders on two masters, neither told: a failure, unless it began in the window the
+// deployment documents for two masters (a fault's start to two_master_ns after its end).
+TEST_F(Checker, UntoldConflictsAfterATwoMastersFaultAreCountedApart) {
+  worker(1, hold(1, 1, "a", "simple", 2000, 2010));
+  worker(2, hold(2, 1, "a", "simple", 2005, 2008));
+  worker(3, hold(3, 1, "b", "simple", 5000, 5010));
+  worker(4, hold(4, 1, "b", "simple", 5005, 5008));
+  nemesis({"F proxy-stall " + ms(500) + " " + ms(1500) + " master=0 ms=1000"});
+  auto r = run(10'000, 1, {}, {"proxy-stall"});
+  EXPECT_EQ(r.conflicts, 2u);
+  EXPECT_EQ(r.conflicts_untold_two_masters, 1u) << "a's, 500 ms after the fault";
+  EXPECT_EQ(r.conflicts_unsignalled, 1u) << "b's, long after it";
+  r = run();
+  EXPECT_EQ(r.conflicts_unsignalled, 2u) << "where the deployment promises no such window";
 }
 
 }  // namespace

@@ -60,6 +60,14 @@ class sentinel_deployment final : public deployment {
   void heal() override { proxies_.heal(); }
   proxy_counters proxies() const override { return proxies_.counters(); }
   bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ == 0; }
+  // Without acks, a failover that leaves the old master running and reachable (stopped and
+  // resumed, cut off from its replicas, or partitioned and back) gives some clients a master
+  // of their own until they hear of the switch or their next master check.
+  std::vector<fault_kind> two_master_faults() const override {
+    using enum fault_kind;
+    if (acks_ > 0) return {};
+    return {master_stop, replication_stall, proxy_stall, proxy_half_open};
+  }
   // Any failover may promote a replica that missed the last writes; a stall or a half-open
   // link past down-after is one (CLIENT PAUSE is shorter than down-after).
   bool may_lose_writes(fault_kind k) const override {
@@ -147,6 +155,8 @@ class sentinel_deployment final : public deployment {
   // data node at the master the sentinels name, so that each fault starts from a whole set.
   void settle(fault_scope& s) {
     try {
+      // A stall past down-after may have started a failover that ends after the stall did.
+      set_->wait_settled(sentinel_settle_timeout / 3);
       set_->wait_replicas_synced(sentinel_settle_timeout / 3);
       return;
     } catch (const embedded::server_error&) {

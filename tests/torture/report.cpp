@@ -139,6 +139,11 @@ std::string text_report(const check_report& r, const run_info& info,
       n(r.conflicts) + "; longest " + ms(r.max_conflict_ms) +
           (info.may_grant_twice ? " (bound " + ms(info.conflict_bound_ms) + ")" : ""));
   row("UNTOLD CONFLICTS (must be 0)", n(r.conflicts_unsignalled));
+  if (!info.two_master_faults.empty()) {
+    row("untold, two masters after a fault", n(r.conflicts_untold_two_masters) + " conflicts, " +
+                                                 n(r.not_signalled_two_masters) +
+                                                 " lost leases (allowed without acks)");
+  }
   if (r.multi_leftovers > 0) row("MULTI-LOCK LEFTOVERS (must be 0)", n(r.multi_leftovers));
   if (r.fair_handoffs > 0) {
     row("fair hand-offs while others waited", n(r.fair_handoffs) + "; longest " +
@@ -244,6 +249,7 @@ std::string json_report(const check_report& r, const run_info& info,
   j["overlaps"] = {{"pairs", r.overlap_pairs}, {"grants", r.overlap_grants}};
   j["conflicts"] = {{"count", r.conflicts},
                     {"unsignalled", r.conflicts_unsignalled},
+                    {"untold_two_masters", r.conflicts_untold_two_masters},
                     {"longest_ms", r.max_conflict_ms},
                     {"allowed", info.may_grant_twice},
                     {"bound_ms", info.conflict_bound_ms}};
@@ -278,7 +284,8 @@ std::string json_report(const check_report& r, const run_info& info,
                        {{"on_lost_before_release", r.signalled_on_lost},
                         {"valid_false", r.signalled_valid},
                         {"release_outcome_only", r.signalled_release}}},
-                      {"not_signalled", r.not_signalled}};
+                      {"not_signalled", r.not_signalled},
+                      {"not_signalled_two_masters", r.not_signalled_two_masters}};
   j["on_lost_calls"] = r.on_lost_calls;
   j["valid_false"] = r.valid_false;
   j["holder_kills"] = r.holder_kills;

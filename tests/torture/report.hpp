@@ -26,6 +26,8 @@ struct run_info {
   /// is told, within `conflict_bound_ms`.
   bool may_grant_twice = false;
   double conflict_bound_ms = 0;
+  /// Faults after which two masters may grant with nobody told (deployment::two_master_faults).
+  std::vector<fault_kind> two_master_faults{};
   /// A fair lock's hand-off while others wait, dead waiters at the head included, within this.
   double fair_handoff_bound_ms = 0;
   std::uint64_t seed = 0;

@@ -179,7 +179,13 @@ int run_in(const options& o, const std::string& dir) {
         {.topology = o.topology, .appendfsync = o.appendfsync, .lease = lease, .lock_names = names},
         o.replicas);
     const auto faults = faults_for(o, topology_faults(o.topology));
-    std::vector<std::string> write_losing_faults;
+    std::vector<fault_kind> two_masters;
+    std::vector<std::string> write_losing_faults, two_master_faults;
+    for (const auto k : d->two_master_faults()) {
+      if (std::find(faults.begin(), faults.end(), k) == faults.end()) continue;
+      two_masters.push_back(k);
+      two_master_faults.emplace_back(fault_name(k));
+    }
     for (const auto k : faults) {
       if (d->may_lose_writes(k)) write_losing_faults.emplace_back(fault_name(k));
     }
@@ -194,6 +200,7 @@ int run_in(const options& o, const std::string& dir) {
         // The older holder hears of it at its next renewal: a watchdog period, plus a
         // reconnection to the new master (connect and command timeouts, the reconnect backoff).
         .conflict_bound_ms = static_cast<double>((lease / 3 + command_timeout * 2 + 250ms).count()),
+        .two_master_faults = two_masters,
         // A dead waiter's place lapses, and the next waiter re-checks.
         .fair_handoff_bound_ms =
             static_cast<double>((fair_waiter_lease + recheck + command_timeout).count()),
@@ -258,6 +265,10 @@ int run_in(const options& o, const std::string& dir) {
                     .permits = o.permits,
                     .excerpt_ns = lease.count() * 2'000'000,
                     .write_losing_faults = write_losing_faults,
+                    // A client leaves a replaced master when it hears of the switch, or at its
+                    // next master check (sentinel_options::master_check_period, 1 s).
+                    .two_master_faults = two_master_faults,
+                    .two_master_ns = (1000ms + command_timeout * 2 + 250ms).count() * 1'000'000,
                     // A lost message is made up for by the next re-check; then a round trip.
                     .latch_release_bound_ns = (recheck + 300ms).count() * 1'000'000});
     if (resource) resource->kill();

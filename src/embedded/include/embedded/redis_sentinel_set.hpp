@@ -75,6 +75,10 @@ class redis_sentinel_set {
   /// Waits until every running sentinel names the same master other than `old_master` and that
   /// node's ROLE says master; returns its index. Throws `server_error` on timeout.
   std::size_t wait_failover(std::size_t old_master, std::chrono::milliseconds timeout);
+  /// Waits until every running sentinel names the same master and flags it `master` alone (no
+  /// s_down, o_down or failover under way), and that node's ROLE says master: a failover the
+  /// sentinels started is over. Throws `server_error` on timeout.
+  void wait_settled(std::chrono::milliseconds timeout);
   /// Waits until every running data node but the current master reports master_link_status:up
   /// to it. Throws `server_error` on timeout.
   void wait_replicas_synced(std::chrono::milliseconds timeout);
