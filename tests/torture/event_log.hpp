@@ -23,6 +23,11 @@
 //                                                          valid_until() just before it
 //   E worker grant t where code                            an exception (grant 0: outside one)
 //   T worker t grants attempts born_dead lost release_failures   client_stats at a clean exit
+//   c worker name op t_call                                a latch op is about to be sent (op:
+//                                                          set, down, wait)
+//   C worker name op t_call t_reply result                 it returned: set 1 (armed) or 0
+//                                                          (it existed), down the count left,
+//                                                          wait 1 (reached) or 0; err: it threw
 // Nemesis events (nemesis.log):
 //   F kind t_start t_end detail...                          one fault; for kill and stop the
 //                                                          detail starts with the worker id
