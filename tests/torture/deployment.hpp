@@ -58,7 +58,7 @@ class deployment {
   virtual bool may_grant_twice(const std::vector<fault_kind>& faults) const = 0;
   /// The faults after which, for a while, two masters can each grant the same lock to clients
   /// that are never told (the older holder released before it heard of the switch): what
-  /// docs/topologies.md says of a Sentinel set without replica acks.
+  /// docs/topologies.md says of a Sentinel set with fewer acks than replicas.
   virtual std::vector<fault_kind> two_master_faults() const { return {}; }
   /// Whether fault `k` may lose writes the server acknowledged without replica acks (a latch's
   /// count): a restart without data, a failover to a replica that missed them.

@@ -59,13 +59,17 @@ class sentinel_deployment final : public deployment {
   std::string lock_url() const override { return set_->url(); }
   void heal() override { proxies_.heal(); }
   proxy_counters proxies() const override { return proxies_.counters(); }
-  bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ == 0; }
-  // Without acks, a failover that leaves the old master running and reachable (stopped and
-  // resumed, cut off from its replicas, or partitioned and back) gives some clients a master
-  // of their own until they hear of the switch or their next master check.
+  // Acknowledged by fewer replicas than there are, a grant can be missing on the one promoted
+  // (docs/topologies.md, "Where it ends"); acknowledged by all of them, it cannot.
+  bool may_grant_twice(const std::vector<fault_kind>&) const override { return acks_ < replicas(); }
+  // A failover that leaves the old master running and reachable (stopped and resumed, cut off
+  // from its replicas, or partitioned and back) gives some clients a master of their own until
+  // they hear of the switch or their next master check; a replica not yet moved to the new
+  // master can acknowledge there. With every replica's acknowledgement it cannot: the promoted
+  // one has left.
   std::vector<fault_kind> two_master_faults() const override {
     using enum fault_kind;
-    if (acks_ > 0) return {};
+    if (acks_ >= replicas()) return {};
     return {master_stop, replication_stall, proxy_stall, proxy_half_open};
   }
   // Any failover may promote a replica that missed the last writes; a stall or a half-open
@@ -171,6 +175,8 @@ class sentinel_deployment final : public deployment {
     s.detail.push_back("repaired");
     set_->wait_replicas_synced(sentinel_settle_timeout);
   }
+
+  int replicas() const { return static_cast<int>(set_->data_nodes()) - 1; }
 
   // The first running sentinel that accepts it.
   void sentinel_command(const std::vector<std::string>& args) {
