@@ -236,8 +236,8 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
     v.latencies_us.reserve(1 << 16);
 
   // The variants take turns in batches of a few milliseconds, each timed by its own batches: on
-  // two shared vCPUs one loop's rate swings by up to 2x from one second to the next (0.0e, 0.0t
-  // in docs/benchmarks.md), so variants timed in slices of their own compared machine states as
+  // two shared vCPUs one loop's rate swings by up to 2x from one second to the next, so
+  // variants timed in slices of their own compared machine states as
   // much as code. The first pass of each round warms every variant up and is not timed; the
   // second times one batch of each whatever the clock says, so that no variant ends a round
   // without a sample (a loaded machine under TSan spent a whole 0.2 s round warming up, and

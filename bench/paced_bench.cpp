@@ -5,7 +5,7 @@
 // pace (all due at the same instants, so their commands arrive in bursts and the client is
 // loaded). The rate is the callers', whatever the mode, so the modes differ only in the CPU they
 // spend to serve it. Each round runs the modes in turn, in a fresh client each; medians over the
-// rounds are reported. docs/benchmarks.md 0.0k.
+// rounds are reported. docs/benchmarks.md (Tuning) has its figures.
 
 #include <algorithm>
 #include <atomic>

@@ -31,9 +31,9 @@
 //    and the shared client costs the server the least per operation (its command connections,
 //    two by default, batch the workers' lock scripts, and waiters on one item queue locally and
 //    are woken by our own release without waiting for the PUBLISH echo). A client per worker
-//    (--per-worker-client) costs the client less and ran 8-20 % faster in session 23
-//    (docs/benchmarks.md 0.0r): a thread per worker to read its replies, where the shared
-//    client's one I/O thread wakes them all. Measured with the probe's other switches
+//    (--per-worker-client) costs the client less and ran 8-20 % faster when measured: a
+//    thread per worker to read its replies, where the shared client's one I/O thread wakes
+//    them all. Measured with the probe's other switches
 //    (--one-connection, --reentrant, --watchdog, --try-first): lock kind, lease mode and a first
 //    try_acquire() change nothing measurable, so the cheapest server-side layout (SET NX PX) and
 //    no watchdog bookkeeping are kept. With --separate-reads/--separate-writes the work runs

@@ -118,32 +118,36 @@ struct DLOCK_API client_options {
   /// (besides one for pub/sub), 1 to 64. Each lock name's calls always go on the same one,
   /// picked by its cluster hash slot, so they run in the order sent; different names spread
   /// over them, so the server works on one connection's batch while the client handles
-  /// another's replies (docs/benchmarks.md measures 1 against 2). `redis()` uses the first.
-  /// A cluster's nodes and RedLock's masters get one each.
+  /// another's replies, which raises the throughput of many threads or asynchronous calls on
+  /// distinct names. 1 keeps the client to one connection; measure before raising it above 2.
+  /// `redis()` uses the first. A cluster's nodes and RedLock's masters get one each, whatever
+  /// this says. docs/benchmarks.md (Tuning) has measurements.
   std::size_t command_connections = 2;
   /// How long the client's I/O thread keeps polling after handling replies before it sleeps,
   /// so that a reply arriving meanwhile needs no wake-up of a sleeping thread (on a VM that
-  /// wake-up cost more than a loopback round trip). It polls while the recent round trips are
+  /// wake-up costs more than a loopback round trip). It polls while the recent round trips are
   /// within this time (one outlier among fast ones does not stop it; two in a row do) and
   /// replies come back one at a time (and, as busy_poll_under_load says, while the client is
   /// loaded). Against a server across a network, or for a few callers that pipeline (a release
   /// sent without waiting), it sleeps as soon as it has nothing to do.
-  /// Measured with the server on the same 2-vCPU host, 50 us made a lone caller's lock+unlock
-  /// ~40 % faster in the medians of an A/B (docs/benchmarks.md 0.0d; in single runs the gain
-  /// comes and goes). Costs CPU on the I/O thread while it polls: up to this long per burst of
-  /// replies. 0 turns it off. 0 to 10 ms. redlock_masters() sets it to 0: with five masters
-  /// sharing the client's 2 vCPUs, polling between their replies took CPU from the masters
-  /// still to answer (an uncontended RedLock lock+unlock ran 14-23 % faster without it,
-  /// docs/benchmarks.md 0.0o); set it again to poll for masters on hosts of their own.
+  /// It pays most for a lone caller of a server on the same host. It costs CPU on the I/O
+  /// thread while it polls: up to this long per burst of replies, most of a core for a lone
+  /// caller locking in a tight loop. 0 turns it off, for a client whose CPU matters more than
+  /// that latency. 0 to 10 ms. redlock_masters() sets it to 0: with masters that share the
+  /// client's cores, polling between their replies takes CPU from the masters still to answer;
+  /// set it again for masters on hosts of their own. docs/benchmarks.md (Tuning) has
+  /// measurements.
   std::chrono::microseconds busy_poll{50};
   /// Whether to poll while the client is loaded too (4 or more commands in flight on a
   /// connection), provided its recent waits for the next burst of replies average within 1.5 x
   /// busy_poll. The I/O thread then polls most of the time, on a vCPU of its own. That pays
-  /// where the callers do little but take and release locks (16 threads 10-15 % faster, 16 async
-  /// chains 27-32 % faster, 2 vCPUs shared with the server), and costs where they have work of
-  /// their own between round trips (the marketplace's workers ran 15-17 % slower):
-  /// docs/benchmarks.md 0.0j and 0.0k. By default a trial finds out which of the two this client
-  /// is, and repeats every 2 s (load_polling::when_it_pays). No effect with busy_poll 0.
+  /// where the callers do little but take and release locks, and costs where they have work of
+  /// their own between round trips, on cores they share with the I/O thread. By default a trial
+  /// finds out which of the two this client is, and repeats every 2 s
+  /// (load_polling::when_it_pays); always and never fix the choice. Each client's trial counts
+  /// its own replies only: a process with several loaded clients should share one, or fix the
+  /// choice. No effect with busy_poll 0. docs/library.md (Tuning) says more, docs/benchmarks.md
+  /// (Tuning) has measurements.
   load_polling busy_poll_under_load = load_polling::when_it_pays;
   /// Leases renewed per script call in the watchdog's pipelined batch.
   std::size_t renewal_batch = 500;

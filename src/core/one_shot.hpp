@@ -11,7 +11,7 @@
 // One spinner keeps that case fast. It spins only while few callers wait: with 16 or more
 // waiting, replies come back to back and the I/O thread and the server keep the cores busy, so a
 // yielding thread only takes CPU from them (64 threads on two command connections, 2 cores: ~100k
-// pairs/s spinning, ~130k not; docs/benchmarks.md 0.0). A limit of 4 was measured too (0.0l):
+// pairs/s spinning, ~130k not; docs/benchmarks/spin-cap.txt). A limit of 4 was measured too:
 // 8 threads locking in a loop gained 23 % and 16 threads at a fixed rate spent 16 % less CPU,
 // but the marketplace's 10 workers lost 5 %, so 16 stays.
 #pragma once

@@ -3,7 +3,7 @@
 // release, lease accessors) and the I/O thread (watchdog, expiry watch). Every acquisition and
 // release reads and updates it several times, so the grants are spread over shards with a mutex
 // each, as the names in name_activity.hpp are: with one mutex for all, 16 threads taking locks of
-// their own slept on it more than on any other (docs/benchmarks.md 0.0l). It owns no timer and no
+// their own slept on it more than on any other (measured with perf). It owns no timer and no
 // connection: the lock core drives it, which keeps it testable alone.
 #pragma once
 

@@ -7,7 +7,7 @@
 // Every acquisition and release touches it several times, from its caller's thread and from the
 // I/O thread, so the names are spread over shards with a mutex each: with one mutex for all, a
 // caller preempted while holding it (16 callers on 2 cores) made the others sleep on it
-// (docs/benchmarks.md 0.0l).
+// (measured with perf).
 #pragma once
 
 #include <array>

@@ -2,18 +2,18 @@
 //
 // A reply that arrives while the I/O thread sleeps in epoll_wait has to wake it, and on a
 // virtual machine with the thread's vCPU idle that wake-up can cost more than a loopback round
-// trip (docs/benchmarks.md 0.0c: 31 us from send to read, where a round trip whose reply came
-// just after the thread went to sleep took ~20 us in all). Polling for up to `limit` after each
-// burst of work saves it, but only pays while replies come back within `limit`: against a
-// server across a network they never do, and polling would burn a core for nothing. So the
-// window opens only while the recent round trips (a moving average) are within the limit.
+// trip (measured: 31 us from send to read, where a round trip whose reply came just after the
+// thread went to sleep took ~20 us in all). Polling for up to `limit` after each burst of work
+// saves it, but only pays while replies come back within `limit`: against a server across a
+// network they never do, and polling would burn a core for nothing. So the window opens only
+// while the recent round trips (a moving average) are within the limit.
 //
 // Nor does it pay for a few callers that pipeline: a reply that came back while other commands
 // were still in flight on its connection means the I/O thread has more to read soon anyway, and
 // polling then only takes a vCPU from the callers and the server (a release sent without
 // waiting, then the next acquisition: 23-30 % slower at 1 and 4 threads when such replies
-// counted as fast; level when they count as slow; docs/benchmarks.md 0.0d). Such a reply
-// shuts the window at once, until a few replies that came back alone open it again.
+// counted as fast; level when they count as slow). Such a reply shuts the window at once,
+// until a few replies that came back alone open it again.
 //
 // Under load it may pay again: with many commands in flight (16 async chains, say), each reply's
 // round trip is long, queued behind the others, but the I/O thread's next event (the next burst
@@ -26,11 +26,11 @@
 // their average sits near the limit where polling pays (~53 us measured at 16 threads on
 // loopback; ~91 us through a forwarding proxy on the same host, where polling only costs CPU;
 // ~600 us 1 ms away): hence the margin, and a slow average that does not flicker across it.
-// (docs/benchmarks.md 0.0h and 0.0i.) Even then a loaded client's I/O thread polls most of the
-// time, and where the callers have work of their own between round trips that vCPU is theirs
-// (the marketplace ran 15-17 % slower with it, while callers that only take and release locks
-// ran 14-27 % faster; 0.0j). By default (under_load::when_it_pays) a trial decides which of the
-// two this client is (load_poll_trial.hpp).
+// Even then a loaded client's I/O thread polls most of the time, and where the callers have work
+// of their own between round trips that vCPU is theirs (the marketplace ran 15-17 % slower with
+// it, while callers that only take and release locks ran 14-27 % faster; docs/benchmarks.md,
+// Tuning). By default (under_load::when_it_pays) a trial decides which of the two this client is
+// (load_poll_trial.hpp).
 //
 // Decisions only; io_thread acts on them.
 #pragma once
@@ -69,7 +69,8 @@ class busy_poll_policy {
     // 11 % of loopback replies on our 2-vCPU machines) does not shut the window; two in a row
     // do, and a distant server's replies within three. A shut window costs each following reply a
     // wake-up, which also inflates the round trip it measures and so keeps it shut longer
-    // (docs/benchmarks.md 0.0t).
+    // (measured: a lone caller's window stayed shut for up to a third of its run when one
+    // outlier could shut it).
     if (others_in_flight > 0)
       round_trip = std::max<std::chrono::nanoseconds>(round_trip, 8 * limit_);
     else

@@ -73,10 +73,9 @@ void connection::enqueue(pending&& p, Encode&& encode, bool asking) {
   if (!become_writer) return;
   // Sending from here saves a wake-up of the I/O thread. That matters when the connection is
   // idle (one caller: latency), and when the one command in flight is one nobody waits for (a
-  // release sent without waiting, then the next acquisition: +12-24 % at 1 thread,
-  // docs/benchmarks.md 0.0r). While callers wait for replies, the I/O thread is about to hand
-  // out a batch of them, and letting it write gathers everything the woken callers submit into
-  // one write (throughput).
+  // release sent without waiting, then the next acquisition: +12-24 % at 1 thread, measured).
+  // While callers wait for replies, the I/O thread is about to hand out a batch of them, and
+  // letting it write gathers everything the woken callers submit into one write (throughput).
   if (send_from_here && !io_.in_io_thread()) {
     if (write_batch::hold(*this) || write_directly()) return;
   }

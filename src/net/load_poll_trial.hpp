@@ -3,7 +3,7 @@
 // Polling while loaded makes a client whose callers only take and release locks 10-30 % faster,
 // and one whose callers have work of their own between round trips (the marketplace's workers,
 // each with its own connection for the work) 15-17 % slower: the polling thread takes a vCPU
-// they needed (docs/benchmarks.md 0.0j). Nothing the I/O thread can see of its own work told the
+// they needed (docs/benchmarks.md, Tuning). Nothing the I/O thread can see of its own work told the
 // two apart (its waits, its context switches). What does is the outcome: how many replies the
 // client completes per second with polling and without. So a loaded client runs a short trial,
 // four periods of `period` in the order without, with, with, without (a steady drift in the

@@ -1,5 +1,5 @@
 // A Redis Cluster: commands go to the master that owns their key's slot, over one pipelined
-// connection per master (more per master measured slower: docs/benchmarks.md 0.0a). MOVED updates
+// connection per master (more per master measured slower: docs/benchmarks.md). MOVED updates
 // the slot map and resends; ASK resends once to the importing node after ASKING; TRYAGAIN and
 // CLUSTERDOWN are retried while the caller's deadline allows. The whole map is fetched again
 // (CLUSTER SLOTS) after a MOVED, after a node becomes unreachable and after a subscription is
