@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "dlock/client.hpp"
+#include "dlock/deployment_options.hpp"
 
 namespace dlock::detail {
 

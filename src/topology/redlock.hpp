@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "dlock/client.hpp"
+#include "dlock/deployment_options.hpp"
 #include "topology/standalone.hpp"
 
 namespace dlock::detail {

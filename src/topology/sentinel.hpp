@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "dlock/client.hpp"
+#include "dlock/deployment_options.hpp"
 #include "topology/sentinel_protocol.hpp"
 #include "topology/standalone.hpp"
 
