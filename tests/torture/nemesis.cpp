@@ -152,10 +152,17 @@ bool nemesis::inject(fault_kind k) {
     switch (k) {
       case fault_kind::kill: {
         const auto v = victim();
-        pool_.kill_and_respawn(v.slot);
+        const auto last_line = pool_.kill_and_respawn(v.slot);
+        const auto last = split_fields(last_line);
         // A plain semaphore's permits have no owner and no expiry: a holder killed before its
-        // release never gives them back. An operator would; so does the nemesis.
-        if (v.holder && v.kind == "semaphore" && o_.return_permits) o_.return_permits(v.name);
+        // release never gives them back. An operator would; so does the nemesis, but only if
+        // the worker died with its grant as its last word: past it (the victim went on between
+        // being picked and the kill), its release may have reached the server, and giving back
+        // again would make a permit out of nothing.
+        const bool before_release = !last.empty() && last[0] == "G";
+        if (v.holder && v.kind == "semaphore" && before_release && o_.return_permits) {
+          o_.return_permits(v.name);
+        }
         break;
       }
       case fault_kind::stop: {

@@ -184,9 +184,12 @@ worker_pool::victim worker_pool::pick_victim(std::mt19937_64& rng,
           holder ? held_kind[s] : std::string{}};
 }
 
-void worker_pool::kill_and_respawn(int slot) {
-  reap(workers_.at(static_cast<std::size_t>(slot)));  // the process's destructor SIGKILLs it
+std::string worker_pool::kill_and_respawn(int slot) {
+  auto& w = workers_.at(static_cast<std::size_t>(slot));
+  reap(w);  // the process's destructor SIGKILLs it, and waits for it
+  auto last = last_line(w.log);
   spawn(slot);
+  return last;
 }
 
 void worker_pool::signal(int slot, int sig) {

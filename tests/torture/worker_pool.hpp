@@ -71,8 +71,9 @@ class worker_pool {
   /// `patience` for one to appear, then takes anyone.
   victim pick_victim(std::mt19937_64& rng,
                      std::chrono::milliseconds patience = std::chrono::milliseconds(500));
-  /// SIGKILL, reaped, and a new worker started in its place.
-  void kill_and_respawn(int slot);
+  /// SIGKILL, reaped, and a new worker started in its place. Returns the last line the killed
+  /// worker logged.
+  std::string kill_and_respawn(int slot);
   void signal(int slot, int sig);
 
   /// SIGTERM to every worker, up to `grace` for them to exit (each logs its stats), then SIGKILL.
