@@ -48,7 +48,9 @@ void lock_core::cancel_now(const std::shared_ptr<op>& o) {
 // The reply to the attempt that was out when `o` was cancelled.
 void lock_core::settle_cancelled(const std::shared_ptr<op>& o, std::error_code ec, const reply& r) {
   o->settling = false;
-  const auto settled = std::move(o->settle_guard);  // the undo below is tracked on its own
+  // Until what follows has reached the server, a closing client waits: an undo is tracked on its
+  // own, a place handed back keeps this guard until its reply.
+  const auto settled = std::move(o->settle_guard);
   bool undone = false;
   if (!ec || ec == errc::not_replicated) {  // not_replicated: granted on the master all the same
     const auto outcome = o->req.kind->decode_attempt(r);
@@ -66,7 +68,7 @@ void lock_core::settle_cancelled(const std::shared_ptr<op>& o, std::error_code e
     discard_uncertain_grant(*o);  // the script may have run
   }
   if (!undone) {
-    step_aside(o, false);
+    step_aside(o, false, [settled] {});
     return;
   }
   // The release has gone out (and handed the lock on); the next waiter here tries after it.
