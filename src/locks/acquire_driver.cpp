@@ -2,6 +2,7 @@
 // thread when it can overtake no one here), the replies, waiting for a turn and for the lock,
 // grants that were dead on arrival, and the end (granted, not acquired, failed). The timing
 // decisions are acquire_machine's; the waiter queue's are waiter_queue's.
+#include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
 
@@ -272,11 +273,7 @@ void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
   }
   const bool held = static_cast<bool>(result.held);
   const auto deliver = [](acquire_callback& done, acquire_result& r) noexcept {
-    try {
-      done(std::move(r));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    call_user(done, std::move(r));
   };
   // A cancelled acquisition whose attempt is still out steps aside once its reply is in
   // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
@@ -384,13 +381,8 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
   auto callbacks = grants_.lose(g, why);
   if (!callbacks) return;
   counters.leases_lost.fetch_add(1, std::memory_order_relaxed);
-  for (auto& cb : *callbacks) {
-    try {
-      cb(why);
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
-  }
+  for (auto& cb : *callbacks)
+    call_user(cb, why);
   g->stop.request_stop();
   if (why == lease_lost_reason::expired) {
     // We told the holder it no longer holds the lock; make that true on the server too, in

@@ -9,6 +9,7 @@
 #include <charconv>
 
 #include "core/one_shot.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock_lua_scripts.hpp"
@@ -179,11 +180,7 @@ class latch_wait : public detail::cancellable {
     core_.forget_close(closer_);
     auto done = std::move(done_);
     done_ = nullptr;
-    try {
-      done(std::move(result));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    detail::call_user(done, std::move(result));
   }
 
   lock_core& core_;
@@ -364,11 +361,7 @@ acquire_handle countdown_latch::wait_async(std::chrono::milliseconds wait,
   } catch (const error& e) {
     core_->io().post(
         [core = core_, done = std::move(done), ec = e.code(), what = detail::bare_message(e)] {
-          try {
-            done({false, ec, what});
-          } catch (...) {
-            // As for every user callback on the I/O thread.
-          }
+          detail::call_user(done, latch_wait_result{false, ec, what});
         });
     return {};
   }
@@ -397,11 +390,7 @@ call_awaitable<bool> countdown_latch::wait_async(std::chrono::milliseconds wait,
 }
 
 bool countdown_latch::wait_for(std::chrono::milliseconds wait) const {
-  if (core_->io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "waiting for a latch blocks, so it cannot run on the client's I/O thread (use "
-                "wait_async there)");
-  }
+  core_->io().refuse_blocking("waiting for a latch", "use wait_async there");
   detail::one_shot<latch_wait_result> result;
   wait_async(wait, [&result](latch_wait_result r) { result.put(std::move(r)); });
   auto r = result.take();

@@ -2,6 +2,7 @@
 #include "dlock/lease.hpp"
 
 #include "core/random.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "locks/awaitable_factory.hpp"
 #include "locks/lock_core.hpp"
@@ -35,12 +36,7 @@ release_outcome lease::release_checked() noexcept {
 
 void lease::release_async(std::function<void(bool)> done) noexcept {
   if (!state_) {
-    if (done) {
-      try {
-        done(false);
-      } catch (...) {
-      }
-    }
+    detail::call_user(done, false);
     return;
   }
   auto s = std::move(state_);
@@ -94,11 +90,7 @@ bool lease::watchdog() const noexcept {
 
 bool lease::extend(std::chrono::milliseconds lease_time) {
   if (!state_) throw error(errc::lease_lost, "extend: the lease holds nothing");
-  if (state_->core->io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "lease::extend blocks, so it cannot run on the client's I/O thread (inside a "
-                "callback)");
-  }
+  state_->core->io().refuse_blocking("lease::extend", "use extend_async there");
   return state_->core->extend(*state_, lease_time);
 }
 

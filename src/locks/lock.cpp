@@ -97,11 +97,7 @@ const client_options& client::options() const noexcept {
 namespace detail {
 
 void lock_core::forbid_io_thread(const char* what) {
-  if (io().in_io_thread()) {
-    throw error(errc::invalid_argument,
-                std::string(what) +
-                    " blocks, so it cannot run on the client's I/O thread (inside a callback)");
-  }
+  io().refuse_blocking(what, "use the _async form there");
 }
 
 lease lock_core::acquire_until(const lock_handle& h, const lease_options& o,

@@ -283,14 +283,6 @@ void lock_core::call_async(const script& s, std::string_view key,
                   std::move(done));
 }
 
-void refuse_blocking_on(net::io_thread& io) {
-  if (io.in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "a synchronous call from the client's I/O thread (inside a callback) would wait "
-                "for itself; use the _async form there");
-  }
-}
-
 void lock_core::call_each_async(
     const script& s, std::string_view key, std::span<const std::string_view> keys,
     std::span<const std::string_view> args,
@@ -337,7 +329,7 @@ reply lock_core::command(std::string_view key, std::span<const std::string_view>
 }
 
 reply lock_core::wait_for_reply(const std::function<void(net::reply_callback)>& send) {
-  refuse_blocking_on(io());
+  io().refuse_blocking("a synchronous call", "use the _async form there");
   one_shot<std::pair<std::error_code, reply>> result;
   send([&result](std::error_code ec, reply r) { result.put({ec, std::move(r)}); });
   auto [ec, r] = result.take();

@@ -30,6 +30,7 @@
 
 #include "core/spare_nodes.hpp"
 #include "core/sync.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/multi_lock.hpp"
@@ -79,10 +80,6 @@ acquire_handle start_upgrade(const lock_handle& reads, const std::shared_ptr<lea
 /// `e`'s message without the code's own text, which error::what() appends (async.cpp).
 std::string bare_message(const error& e);
 
-/// Throws errc::invalid_argument on `io`'s own thread, where a blocking call would wait for
-/// itself (lock_core.cpp).
-void refuse_blocking_on(net::io_thread& io);
-
 /// An error from starting an acquisition with a callback, reported as every outcome is: through
 /// `done`, on the I/O thread, never from the starting call.
 template <class Result, class Callback>
@@ -91,11 +88,7 @@ void report_on_io_thread(net::io_thread& io, Callback done, const error& e) {
     Result r{};
     r.error = ec;
     r.message = what;
-    try {
-      done(std::move(r));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    call_user(done, std::move(r));
   });
 }
 

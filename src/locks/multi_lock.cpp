@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "core/one_shot.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "locks/lock_core.hpp"
@@ -185,11 +186,7 @@ class multi_acquisition final : public detail::cancellable {
 
   void finish(multi_acquire_result result) {
     if (std::exchange(finished_, true)) return;
-    try {
-      done_(std::move(result));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    detail::call_user(done_, std::move(result));
     done_ = {};
   }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/one_shot.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/async.hpp"
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
@@ -26,10 +27,7 @@ using result_callback = std::function<void(call_result<T>)>;
 /// Runs `done(r)`: a user's callback on the I/O thread, where nothing may escape.
 template <class T>
 void deliver(const result_callback<T>& done, call_result<T> r) noexcept {
-  try {
-    done(std::move(r));
-  } catch (...) {
-  }
+  call_user(done, std::move(r));
 }
 
 /// A reply callback that hands `done` the call's outcome: `value(reply)` (which may throw
@@ -77,7 +75,7 @@ void start_or_report(net::io_thread& io, result_callback<T> done, Start start) n
 /// throws its error. Throws errc::invalid_argument on the I/O thread, which would wait for itself.
 template <class T, class Start>
 T wait_for_result(net::io_thread& io, Start start) {
-  refuse_blocking_on(io);
+  io.refuse_blocking("a synchronous call", "use the _async form there");
   one_shot<call_result<T>> result;
   start(result_callback<T>([&result](call_result<T> r) { result.put(std::move(r)); }));
   auto r = result.take();

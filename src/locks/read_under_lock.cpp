@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/one_shot.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
@@ -137,11 +138,7 @@ class read_join : public std::enable_shared_from_this<read_join> {
   void finish(acquire_and_read_result result) {
     held_ = {};
     auto done = std::move(done_);
-    try {
-      done(std::move(result));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    call_user(done, std::move(result));
   }
 
   const node_id node_;

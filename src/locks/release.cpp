@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/one_shot.hpp"
+#include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
 
@@ -28,13 +29,7 @@ release_outcome lock_core::release(lease_state& hold) noexcept {
 
 void lock_core::release_async(lease_state& hold,
                               std::function<void(release_outcome)> done) noexcept {
-  auto report = [&done](release_outcome o) {
-    if (!done) return;
-    try {
-      done(o);
-    } catch (...) {
-    }
-  };
+  auto report = [&done](release_outcome o) { call_user(done, o); };
   try {
     const auto g = hold.g;
     // Taking the last hold out of the table stops its renewal before this returns: the watchdog
@@ -72,12 +67,7 @@ void lock_core::release_async(lease_state& hold,
         if (outcome != release_outcome::released) {
           self->counters.release_failures.fetch_add(1, std::memory_order_relaxed);
         }
-        if (done) {
-          try {
-            done(outcome);
-          } catch (...) {
-          }
-        }
+        call_user(done, outcome);
         settled.reset();
       };
       auto call = self->call_for(*g->names, g->owner, lease_time, g->permits);
@@ -142,11 +132,7 @@ void lock_core::extend_async(const std::shared_ptr<grant>& g, milliseconds lease
     } catch (const error& e) {  // a reply of the wrong shape
       result = {false, e.code(), bare_message(e)};
     }
-    try {
-      done(std::move(result));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    call_user(done, std::move(result));
   };
   g->kind.renew(c.topo, c.node, std::span(&item, 1), c.deadline, std::move(on_reply));
 }

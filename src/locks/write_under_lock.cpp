@@ -4,6 +4,7 @@
 // by the holder's clock: a holder paused past its lease, or cut off while the lock expired and
 // went to someone else, writes nothing. A release asked for goes right behind the writes, in the
 // same send and on the same route, so the server runs it after them.
+#include "core/user_callback.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/guarded_calls.hpp"
 #include "locks/lock_core.hpp"
@@ -90,11 +91,7 @@ void lock_core::write_under_hold(lease_state& hold, const command_list& writes, 
           break;
       }
     }
-    try {
-      done(std::move(out));
-    } catch (...) {
-      // User callbacks run on the I/O thread; nothing may escape into it.
-    }
+    call_user(done, std::move(out));
   };
   net::write_batch one_send;
   topology_->eval(node, write_while_held(), std::span(&key, 1), args.views(),

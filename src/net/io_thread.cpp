@@ -1,5 +1,9 @@
 #include "net/io_thread.hpp"
 
+#include <string>
+
+#include "dlock/error.hpp"
+
 namespace dlock::net {
 
 io_thread::io_thread(std::chrono::microseconds busy_poll, under_load busy_poll_under_load)
@@ -69,6 +73,16 @@ void io_thread::stop() noexcept {
     } else {
       thread_.join();
     }
+  }
+}
+
+void io_thread::refuse_blocking(std::string_view what, std::string_view instead) const {
+  if (in_io_thread()) {
+    throw error(errc::invalid_argument,
+                std::string(what)
+                    .append(" blocks, so it cannot run on the client's I/O thread (inside a "
+                            "callback); ")
+                    .append(instead));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <asio/post.hpp>
 #include <chrono>
 #include <future>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 
@@ -28,6 +29,9 @@ class io_thread {
 
   asio::io_context& context() noexcept { return context_; }
   bool in_io_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
+  /// Throws errc::invalid_argument, naming `what` and `instead`, if called on this thread: a
+  /// blocking call there would wait for the thread that is to deliver its reply.
+  void refuse_blocking(std::string_view what, std::string_view instead) const;
 
   template <class F>
   void post(F&& f) {

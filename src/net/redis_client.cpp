@@ -31,11 +31,7 @@ class sync_call {
 };
 
 void forbid_io_thread(const redis_client::impl& impl) {
-  if (impl.io.in_io_thread()) {
-    throw error(errc::invalid_argument,
-                "a synchronous call from the client's I/O thread (inside a callback) would wait "
-                "for itself; make this Redis command from another thread");
-  }
+  impl.io.refuse_blocking("a synchronous Redis command", "make it from another thread");
 }
 
 std::string_view command_name(std::span<const std::string_view> args) {
