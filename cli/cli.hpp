@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,14 @@ std::optional<std::int64_t> positive_count(std::string_view text);
 /// Connects, turning connection errors into `failure`s with the right exit code.
 dlock::client connect(const dlock::client_options& options);
 
+/// What a subcommand gets besides its own options once the command line is parsed.
+struct invocation {
+  target_flags target;               ///< --url, --cluster, --sentinel
+  std::vector<std::string> command;  ///< what followed "--"
+  bool has_separator = false;        ///< whether there was a "--"
+  std::string self;                  ///< this program's path, for the processes it starts
+};
+
 struct run_args {
   dlock::client_options target;
   int replicas = 0;                // --replicas
@@ -86,8 +95,17 @@ struct run_args {
   int lost_exit_code = exit_lease_lost;
 };
 
-/// `dlock run`: checks the kind and names (failure(exit_usage)), then `run_holding`.
-int run(const run_args& args);
+/// The options `run` and `sem` share: --wait, --ttl, --grace, --lost-exit-code.
+struct holding_flags {
+  std::string wait_text, ttl_text = "30s", grace_text = "10s";
+  int lost_exit_code = exit_lease_lost;
+  /// Declares them on `cmd`; `what` names what is waited for ("the lock", "a permit").
+  void add_to(CLI::App& cmd, const std::string& what);
+  /// Checks "--" CMD and the durations, and fills `args` (target, command, wait, ttl, grace,
+  /// lost_exit_code). Throws failure(exit_usage) naming `subcommand` and showing `usage`.
+  void apply(const invocation& in, const std::string& subcommand, const std::string& usage,
+             run_args& args) const;
+};
 
 /// What `run_holding` got: the grant's leases (one; one per name for a multi-lock), none if the
 /// wait ended first, or why it failed (`error`, `message`).
@@ -125,65 +143,36 @@ acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds 
 /// the exit status `dlock run` documents (the command's own, 75, 76 or lost_exit_code, ...).
 int run_holding(const run_args& args, const holding_plan& plan);
 
-/// `dlock sem`'s options: registered on the app by `add_sem_command`, run by `sem` after
-/// parsing (cli/sem_command.cpp).
-struct sem_options {
-  CLI::App* cmd = nullptr;
-  std::string name;
-  std::int64_t permits = 0;
-  std::string wait_text, ttl_text = "30s", grace_text = "10s";
-  int lost_exit_code = exit_lease_lost;
-};
-void add_sem_command(CLI::App& app, sem_options& options);
-/// Runs `dlock sem` once parsed: `command` is what followed the `--` (`has_separator`).
-int sem(const sem_options& options, const target_flags& target,
-        const std::vector<std::string>& command, bool has_separator);
-/// `dlock latch`'s operands and options: registered on the app by `add_latch_command`, run by
-/// `latch` after parsing (cli/latch_command.cpp).
-struct latch_options {
-  CLI::App* cmd = nullptr;
-  std::string name;
-  std::string action;                 // set, down or wait
-  std::vector<std::string> operands;  // what follows the action: set's count
-  std::string wait_text;              // wait's --wait; empty: forever
-};
-void add_latch_command(CLI::App& app, latch_options& options);
-/// Runs `dlock latch NAME set N | down | wait [--wait DUR]` and returns its exit status: 0 (set:
-/// it was set; down: the count after it printed; wait: the count is 0), 1 (set: the latch
-/// exists), 75 (wait: not 0 within --wait); throws `failure(exit_usage)` for bad operands and
-/// dlock::error for the server's refusals.
-int latch(const dlock::client_options& target, const std::string& name, const std::string& action,
-          const std::vector<std::string>& operands, const std::string& wait_text);
-int status(const dlock::client_options& target, const std::string& name, bool json);
-/// Lists the locks on every master (all of a cluster's).
-int list(const dlock::client_options& target, const std::string& pattern, bool json);
-/// `kind`: "" or the kind the operator confirms for a lock left without an expiry.
-int force_unlock(const dlock::client_options& target, const std::string& name,
-                 const std::string& kind);
-int demo(const std::string& self);
-/// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
-int demo_holder(const std::string& url, const std::string& name, const std::string& resource);
+/// One subcommand: its `add_*_command` function (in its own file) declares it on the app with
+/// its options and operands; `run` carries it out once the command line has been parsed.
+class subcommand {
+ public:
+  explicit subcommand(CLI::App* app) : app_(app) {}
+  virtual ~subcommand() = default;
+  subcommand(const subcommand&) = delete;
+  subcommand& operator=(const subcommand&) = delete;
+  /// Whether the command line named this subcommand.
+  bool chosen() const;
+  /// Whether "-- CMD" may follow its arguments (run, sem); a "--" elsewhere is a usage error.
+  virtual bool takes_command() const { return false; }
+  /// Runs it and returns dlock's exit status; throws `failure` or dlock::error, which main turns
+  /// into one line on stderr and the documented exit code.
+  virtual int run(const invocation& in) = 0;
 
-struct bench_args {
-  std::vector<std::string> scenarios;  // empty: all
-  std::string url;                     // empty: a private redis-server (DLOCK_URL is not read)
-  double seconds = 3;                  // each measurement
-  bool json = false;
-  std::string plot_dir;  // empty: no charts
-  // standalone, or cluster: a private server and a private 3-master cluster side by side
-  // (redlock is reserved: a usage error).
-  std::string topology = "standalone";
+ protected:
+  CLI::App* app_;
 };
-int bench(const bench_args& args);
 
-struct market_args {
-  std::string url;     // empty: a private redis-server (DLOCK_URL is not read)
-  bool flush = false;  // allow FLUSHALL on the --url server
-  double seconds = 60;
-  std::vector<std::string> variants;  // empty: all
-  std::vector<std::string> loads;     // "LISTERS/BUYERS"; empty: 1/1, 5/1, 5/5
-  bool json = false;
-};
-int market(const market_args& args);
+std::unique_ptr<subcommand> add_run_command(CLI::App& app);
+std::unique_ptr<subcommand> add_sem_command(CLI::App& app);
+std::unique_ptr<subcommand> add_latch_command(CLI::App& app);
+std::unique_ptr<subcommand> add_status_command(CLI::App& app);
+std::unique_ptr<subcommand> add_ls_command(CLI::App& app);
+std::unique_ptr<subcommand> add_unlock_command(CLI::App& app);
+std::unique_ptr<subcommand> add_market_command(CLI::App& app);
+std::unique_ptr<subcommand> add_bench_command(CLI::App& app);
+/// `demo`, and the tour's paused holder it starts as a separate process (`_demo-holder`).
+std::unique_ptr<subcommand> add_demo_command(CLI::App& app);
+std::unique_ptr<subcommand> add_demo_holder_command(CLI::App& app);
 
 }  // namespace dlock::cli

@@ -12,6 +12,8 @@
 #include <iostream>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.hpp"
 #include "dlock/dlock.hpp"
 #include "embedded/process.hpp"
@@ -149,8 +151,7 @@ void pause_and_fence(const std::string& self, const std::string& url, const dloc
       "\": the stale holder's write never landed");
 }
 
-}  // namespace
-
+// The paused holder of the tour, run as a separate process (`dlock _demo-holder`).
 int demo_holder(const std::string& url, const std::string& name, const std::string& resource) {
   auto o = client_options::from_url(url);
   o.watchdog_lease = 1s;
@@ -204,6 +205,39 @@ int demo(const std::string& self) {
     if (const pid_t p = g.exchange(0); p > 0) ::kill(-p, SIGKILL);
   }
   return exit_ok;
+}
+
+class demo_command final : public subcommand {
+ public:
+  explicit demo_command(CLI::App& app)
+      : subcommand(
+            app.add_subcommand("demo", "A tour on a private redis-server (under a minute)")) {}
+  int run(const invocation& in) override { return demo(in.self); }
+};
+
+// Hidden: the tour starts it.
+class demo_holder_command final : public subcommand {
+ public:
+  explicit demo_holder_command(CLI::App& app) : subcommand(app.add_subcommand("_demo-holder", "")) {
+    app_->group("");
+    app_->add_option("url", url_)->required();
+    app_->add_option("name", name_)->required();
+    app_->add_option("resource", resource_)->required();
+  }
+  int run(const invocation&) override { return demo_holder(url_, name_, resource_); }
+
+ private:
+  std::string url_, name_, resource_;
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> add_demo_command(CLI::App& app) {
+  return std::make_unique<demo_command>(app);
+}
+
+std::unique_ptr<subcommand> add_demo_holder_command(CLI::App& app) {
+  return std::make_unique<demo_holder_command>(app);
 }
 
 }  // namespace dlock::cli

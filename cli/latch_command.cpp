@@ -9,35 +9,6 @@
 
 namespace dlock::cli {
 
-void add_latch_command(CLI::App& app, latch_options& o) {
-  auto* cmd = app.add_subcommand(
-      "latch", "A countdown latch: set it to N, count it down, wait until it reaches 0");
-  o.cmd = cmd;
-  cmd->footer(R"(
-Actions:
-  set N   sets the count to N (at least 1) if the latch does not exist; exit 1 if it does
-  down    counts down by one and prints the count after it; at 0 the latch is deleted and every
-          waiter wakes (counting down a latch that does not exist does nothing)
-  wait    waits until the count is 0 (a latch that does not exist is at 0); exit 75 if --wait
-          ends first
-The layout is Redisson's RCountDownLatch (the string NAME holds the count; the channel
-redisson_countdownlatch__channel__{NAME} wakes waiters), so dlock and Redisson share latches.
-A name holding anything else is refused with exit 65 and left alone.
-
-Examples:
-  dlock latch import-42 set 3
-  dlock latch import-42 down                       in each of the 3 jobs, when it is done
-  dlock latch import-42 wait --wait 30m && ./publish.sh)");
-  cmd->add_option("--wait", o.wait_text,
-                  "wait: how long to wait for 0 (default: forever; 0 = check once)")
-      ->type_name("DUR");
-  cmd->add_option("name", o.name, "Latch name")->required();
-  cmd->add_option("action", o.action, "set, down or wait")
-      ->required()
-      ->check(CLI::IsMember({"set", "down", "wait"}));
-  cmd->add_option("count", o.operands, "set: the count")->type_name("N");
-}
-
 namespace {
 
 std::int64_t count_operand(const std::vector<std::string>& operands) {
@@ -51,8 +22,9 @@ std::int64_t count_operand(const std::vector<std::string>& operands) {
   return *n;
 }
 
-}  // namespace
-
+// Runs `dlock latch NAME set N | down | wait [--wait DUR]`: 0 (set: it was set; down: the count
+// after it printed; wait: the count is 0), 1 (set: the latch exists), 75 (wait: not 0 within
+// --wait); failure(exit_usage) for bad operands, dlock::error for the server's refusals.
 int latch(const dlock::client_options& target, const std::string& name, const std::string& action,
           const std::vector<std::string>& operands, const std::string& wait_text) {
   // Every usage error is reported before connecting.
@@ -90,6 +62,52 @@ int latch(const dlock::client_options& target, const std::string& name, const st
   throw failure(exit_not_acquired,
                 "latch '" + name + "' did not reach 0" +
                     (wait.count() > 0 ? " within " + wait_text : std::string(" (checked once)")));
+}
+
+class latch_command final : public subcommand {
+ public:
+  explicit latch_command(CLI::App& app)
+      : subcommand(app.add_subcommand(
+            "latch", "A countdown latch: set it to N, count it down, wait until it reaches 0")) {
+    app_->footer(R"(
+  Actions:
+    set N   sets the count to N (at least 1) if the latch does not exist; exit 1 if it does
+    down    counts down by one and prints the count after it; at 0 the latch is deleted and every
+            waiter wakes (counting down a latch that does not exist does nothing)
+    wait    waits until the count is 0 (a latch that does not exist is at 0); exit 75 if --wait
+            ends first
+  The layout is Redisson's RCountDownLatch (the string NAME holds the count; the channel
+  redisson_countdownlatch__channel__{NAME} wakes waiters), so dlock and Redisson share latches.
+  A name holding anything else is refused with exit 65 and left alone.
+
+  Examples:
+    dlock latch import-42 set 3
+    dlock latch import-42 down                       in each of the 3 jobs, when it is done
+    dlock latch import-42 wait --wait 30m && ./publish.sh)");
+    app_->add_option("--wait", wait_text_,
+                     "wait: how long to wait for 0 (default: forever; 0 = check once)")
+        ->type_name("DUR");
+    app_->add_option("name", name_, "Latch name")->required();
+    app_->add_option("action", action_, "set, down or wait")
+        ->required()
+        ->check(CLI::IsMember({"set", "down", "wait"}));
+    app_->add_option("count", operands_, "set: the count")->type_name("N");
+  }
+  int run(const invocation& in) override {
+    return latch(resolve_target(in.target), name_, action_, operands_, wait_text_);
+  }
+
+ private:
+  std::string name_;
+  std::string action_;                 // set, down or wait
+  std::vector<std::string> operands_;  // what follows the action: set's count
+  std::string wait_text_;              // wait's --wait; empty: forever
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> add_latch_command(CLI::App& app) {
+  return std::make_unique<latch_command>(app);
 }
 
 }  // namespace dlock::cli

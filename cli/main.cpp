@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "bench_run.hpp"
 #include "cli.hpp"
 #include "display.hpp"
 #include "dlock/redis/connection_options.hpp"
@@ -107,6 +106,44 @@ dlock::client connect(const dlock::client_options& options) {
   } catch (const dlock::error& e) {
     throw failure(exit_code_for(e), message_of(e));
   }
+}
+
+bool subcommand::chosen() const {
+  return app_->parsed();
+}
+
+void holding_flags::add_to(CLI::App& cmd, const std::string& what) {
+  cmd.add_option("--wait", wait_text,
+                 "How long to wait for " + what + " (default: forever; 0 = one attempt)")
+      ->type_name("DUR");
+  cmd.add_option("--ttl", ttl_text,
+                 "The lease of " + what + ", renewed while CMD runs (default 30s)")
+      ->type_name("DUR");
+  cmd.add_option("--grace", grace_text,
+                 "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
+      ->type_name("DUR");
+  cmd.add_option("--lost-exit-code", lost_exit_code,
+                 "Exit with this instead of 76 when the lease was lost, so that a command's "
+                 "own 76 can be told apart")
+      ->check(CLI::Range(1, 255))
+      ->type_name("N");
+}
+
+void holding_flags::apply(const invocation& in, const std::string& subcommand,
+                          const std::string& usage, run_args& args) const {
+  if (!in.has_separator) {
+    throw failure(exit_usage, subcommand + ": missing '--' before the command (" + usage + ")");
+  }
+  if (in.command.empty()) throw failure(exit_usage, subcommand + ": no command after '--'");
+  args.target = resolve_target(in.target);
+  args.command = in.command;
+  if (!wait_text.empty()) args.wait = duration_flag("--wait", wait_text);
+  args.ttl = duration_flag("--ttl", ttl_text);
+  args.grace = duration_flag("--grace", grace_text);
+  if (args.ttl < std::chrono::milliseconds(100)) {
+    throw failure(exit_usage, subcommand + ": --ttl must be at least 100ms");
+  }
+  args.lost_exit_code = lost_exit_code;
 }
 
 namespace {
@@ -215,10 +252,10 @@ int main_impl(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlock ") + dlock::version);
   app.require_subcommand(1);
   app.fallthrough();
-  target_flags target;
-  auto& urls = target.urls;
+  invocation in;
+  auto& target = in.target;
   // One value per --url: a vector option would otherwise swallow the arguments after it.
-  app.add_option("--url", urls,
+  app.add_option("--url", target.urls,
                  "Redis URL (repeatable: cluster seeds with --cluster, sentinels with "
                  "--sentinel; three or more without either = RedLock's independent masters)")
       ->type_name("URL")
@@ -236,182 +273,11 @@ int main_impl(int argc, char** argv) {
           },
           "MASTER"));
 
-  run_args run_opts;
-  std::string wait_text, ttl_text = "30s", grace_text = "10s";
-  auto* run_cmd =
-      app.add_subcommand("run", "Run CMD while holding the lock NAME; a distributed flock(1)");
-  run_cmd->footer(R"(
-Runs CMD with DLOCK_NAME and DLOCK_FENCE (the grant's fencing token) in its environment, renews
-the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to dlock, and
-releases the lock when CMD and every process it started have exited, exiting with CMD's status.
-If the lock is lost, CMD and all its descendants get SIGTERM, then SIGKILL after --grace, and
-dlock exits 76 (or --lost-exit-code); also when the lease ran out while dlock itself was paused.
-Not acquired within --wait: exit 75. A name starting with "-": dlock run -- -name -- CMD.
---kind fair: first come, first served across machines; read/write: the two sides of a read-write
-lock (readers share). Several names: all of them at once or none (reentrant locks taken in one
-global order, never deadlocking); DLOCK_FENCE is then the first name's token and DLOCK_FENCES
-lists "NAME=FENCE" for every name, separated by spaces.
-
-Examples:
-  dlock run report -- ./report.sh
-  dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
-  dlock run --kind write catalog -- ./import.sh
-  dlock run accounts ledger -- ./transfer.sh
-  */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
-  run_cmd
-      ->add_option("--wait", wait_text,
-                   "How long to wait for the lock (default: forever; 0 = one attempt)")
-      ->type_name("DUR");
-  run_cmd->add_option("--ttl", ttl_text, "Lease, renewed while CMD runs (default 30s)")
-      ->type_name("DUR");
-  run_cmd
-      ->add_option("--grace", grace_text,
-                   "After a lost lease, SIGTERM then SIGKILL after this (default 10s)")
-      ->type_name("DUR");
-  run_cmd
-      ->add_option("--kind", run_opts.kind,
-                   "reentrant (Redisson layout, default), simple, fair, read or write (the two "
-                   "sides of a read-write lock)")
-      ->type_name("KIND");
-  run_cmd
-      ->add_option("--lost-exit-code", run_opts.lost_exit_code,
-                   "Exit with this instead of 76 when the lock was lost, so that a command's "
-                   "own 76 can be told apart")
-      ->check(CLI::Range(1, 255))
-      ->type_name("N");
-  run_cmd
-      ->add_option("--replicas", run_opts.replicas,
-                   "A grant counts only once N replicas acknowledged it (WAIT); otherwise it is "
-                   "undone and retried within --wait, then exit 75")
-      ->type_name("N");
-  run_cmd->add_option("name", run_opts.names, "Lock name; several: all of them (a multi-lock)")
-      ->required();
-
-  sem_options sem_opts;
-  add_sem_command(app, sem_opts);
-  latch_options latch_opts;
-  add_latch_command(app, latch_opts);
-
-  std::string status_name;
-  bool status_json = false;
-  auto* status_cmd =
-      app.add_subcommand("status", "Show a lock or semaphore: kind, holders, TTL, fence, waiters");
-  status_cmd->add_option("name", status_name, "Lock name")->required();
-  status_cmd->add_flag("--json", status_json, "Print JSON (schema: docs/cli.md)");
-  status_cmd->footer(
-      "\nKinds: reentrant, simple, fair (and its queue), read-write (and its mode), leased "
-      "semaphore (free and leased permits), semaphore or latch (a bare count), free.\n"
-      "Examples:\n  dlock status nightly-report\n  dlock status deploy --json");
-
-  std::string pattern = "*";
-  bool ls_json = false;
-  auto* ls_cmd =
-      app.add_subcommand("ls", "List locks and semaphores (SCAN, never KEYS) with status columns");
-  ls_cmd->add_option("pattern", pattern, "Glob on lock names (default *)");
-  ls_cmd->add_flag("--json", ls_json, "Print JSON (schema: docs/cli.md)");
-  ls_cmd->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json");
-
-  std::string unlock_name, unlock_kind;
-  bool force = false;
-  auto* unlock_cmd = app.add_subcommand(
-      "unlock", "Delete a lock whoever holds it, wake its waiters, say what was removed");
-  unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
-  unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock")->required();
-  unlock_cmd
-      ->add_option("--kind", unlock_kind,
-                   "reentrant or simple: confirms that a key in that lock's layout but without "
-                   "an expiry is a lock")
-      ->check(CLI::IsMember({"reentrant", "simple"}))
-      ->type_name("KIND");
-  unlock_cmd->footer(R"(
-Only locks are deleted: a key that is not in a lock's layout (a list, a JSON string, a hash of
-user fields, a counter) is refused with exit 65 and left alone; so is a lock-like key without an
-expiry, unless --kind confirms it.
-Example:
-  dlock unlock --force nightly-report)");
-
-  market_args market_opts;
-  auto* market_cmd = app.add_subcommand(
-      "market",
-      "Redis in Action's marketplace: WATCH vs locks vs fine-grained locks (docs/cli.md)");
-  market_cmd->add_option("--seconds", market_opts.seconds, "Length of each run (default 60)")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->type_name("N");
-  market_cmd
-      ->add_option("--variants", market_opts.variants,
-                   "Comma-separated: watch, book-lock, book-fine, dlock-coarse, dlock-fine, "
-                   "no-lock, script")
-      ->delimiter(',')
-      ->type_name("LIST");
-  market_cmd
-      ->add_option("--loads", market_opts.loads,
-                   "Comma-separated LISTERS/BUYERS (default 1/1,5/1,5/5)")
-      ->delimiter(',')
-      ->type_name("LIST");
-  market_cmd->add_flag("--json", market_opts.json, "Print JSON (schema: docs/cli.md)");
-  market_cmd->add_flag("--flush", market_opts.flush,
-                       "Allow FLUSHALL on the --url server (required with --url)");
-  market_cmd->footer(R"(
-Every run starts on a flushed database, so by default it brings its own redis-server.
-Examples:
-  dlock market --seconds 3
-  dlock market --variants watch,dlock-fine --loads 5/5 --json
-  dlock --url redis://scratch:6379 market --flush)");
-
-  auto* demo_cmd = app.add_subcommand("demo", "A tour on a private redis-server (under a minute)");
-
-  bench_args bench_opts;
-  auto* bench_cmd = app.add_subcommand(
-      "bench", "Benchmark the locks beside references measured in the same run (docs/cli.md)");
-  bench_cmd->add_option("scenario", bench_opts.scenarios, "Scenarios to run (default: all)")
-      ->check(CLI::IsMember(dlock::bench::scenario_names()))
-      ->type_name("SCENARIO");
-  bench_cmd->add_option("--seconds", bench_opts.seconds, "Each measurement's duration (default 3)")
-      ->check([](const std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 3600) {
-          return "expected a number of seconds above 0 and at most 3600, got '" + text + "'";
-        }
-        return "";
-      })
-      ->type_name("N");
-  bench_cmd->add_flag("--json", bench_opts.json, "Print JSON (schema: docs/cli.md)");
-  bench_cmd->add_option("--plot", bench_opts.plot_dir, "Also draw PNG charts (gnuplot) into DIR")
-      ->type_name("DIR");
-  bench_cmd
-      ->add_option("--topology", bench_opts.topology,
-                   "standalone (default); cluster: a private 3-master cluster beside a private "
-                   "server (throughput, watchdog); redlock: five private RedLock masters beside "
-                   "a private server (uncontended, throughput, handoff)")
-      ->check(CLI::IsMember(dlock::bench::topology_names()))
-      ->type_name("TOPOLOGY");
-  bench_cmd->footer(R"(
-Scenarios: uncontended (lock+unlock pairs, one thread), throughput (pairs/s against threads,
-beside redis-benchmark), handoff (8 workers contending for one key, beside a try_acquire spin),
-watchdog (10,000 leases renewed in batches). Each row shows dlock, a reference measured in the
-same run and their ratio. The server is a private redis-server unless --url is given explicitly
-($DLOCK_URL is not used: the benchmark loads the server and writes dlock-bench:* keys).
---topology cluster starts a private 3-master Redis Cluster and a private redis-server (never
---url) and runs throughput (16 and 64 threads) and watchdog on both: the cluster's figures
-beside the standalone's, their ratio, and the commands each master received.
---topology redlock starts five private independent masters and a private redis-server (never
---url) and runs uncontended, throughput (16 threads) and handoff (8 clients) on both: RedLock's
-figures beside the standalone's, and their ratio.
-
-Examples:
-  dlock bench --seconds 1
-  dlock bench throughput handoff --plot /tmp/dlock-plots
-  dlock --url redis://redis.test:6379 bench uncontended --json
-  dlock bench --topology cluster --seconds 2
-  dlock bench --topology redlock --seconds 2)");
-
-  std::string holder_url, holder_name, holder_resource;
-  auto* holder_cmd = app.add_subcommand("_demo-holder", "");
-  holder_cmd->group("");  // hidden: the tour's paused holder
-  holder_cmd->add_option("url", holder_url)->required();
-  holder_cmd->add_option("name", holder_name)->required();
-  holder_cmd->add_option("resource", holder_resource)->required();
+  std::unique_ptr<subcommand> subcommands[] = {
+      add_run_command(app),        add_sem_command(app),  add_latch_command(app),
+      add_status_command(app),     add_ls_command(app),   add_unlock_command(app),
+      add_market_command(app),     add_demo_command(app), add_bench_command(app),
+      add_demo_holder_command(app)};
 
   const auto split = split_at_separator(argc, argv);
   std::vector<std::string> reversed(split.ours.rbegin(), split.ours.rend());
@@ -429,45 +295,16 @@ Examples:
     std::cerr << "dlock: " << what << " (see dlock --help)\n";
     return exit_usage;
   }
-
-  if (*run_cmd) {
-    if (!split.has_separator) {
-      throw failure(exit_usage, "run: missing '--' before the command (dlock run NAME -- CMD)");
+  in.command = split.command;
+  in.has_separator = split.has_separator;
+  in.self = self_path(argv[0]);
+  for (const auto& sub : subcommands) {
+    if (!sub->chosen()) continue;
+    if (in.has_separator && !sub->takes_command()) {
+      throw failure(exit_usage, "'--' is only meaningful for run and sem");
     }
-    if (split.command.empty()) throw failure(exit_usage, "run: no command after '--'");
-    run_opts.target = resolve_target(target);
-    if (run_opts.replicas < 0) throw failure(exit_usage, "run: --replicas must not be negative");
-    run_opts.target.min_replica_acks = run_opts.replicas;
-    run_opts.command = split.command;
-    if (!wait_text.empty()) run_opts.wait = duration_flag("--wait", wait_text);
-    run_opts.ttl = duration_flag("--ttl", ttl_text);
-    run_opts.grace = duration_flag("--grace", grace_text);
-    if (run_opts.ttl < std::chrono::milliseconds(100)) {
-      throw failure(exit_usage, "run: --ttl must be at least 100ms");
-    }
-    return run(run_opts);
+    return sub->run(in);
   }
-  if (*sem_opts.cmd) return sem(sem_opts, target, split.command, split.has_separator);
-  if (split.has_separator) throw failure(exit_usage, "'--' is only meaningful for run and sem");
-  if (*status_cmd) return status(resolve_target(target), status_name, status_json);
-  if (*latch_opts.cmd) {
-    return latch(resolve_target(target), latch_opts.name, latch_opts.action, latch_opts.operands,
-                 latch_opts.wait_text);
-  }
-  if (*ls_cmd) return list(resolve_target(target), pattern, ls_json);
-  if (*unlock_cmd) return force_unlock(resolve_target(target), unlock_name, unlock_kind);
-  if (*demo_cmd) return demo(self_path(argv[0]));
-  if (*market_cmd) {
-    // Only an explicit --url, and only with --flush: every run begins with FLUSHALL.
-    if (!urls.empty()) market_opts.url = resolve_url(urls);
-    return market(market_opts);
-  }
-  if (*bench_cmd) {
-    // Only an explicit --url: DLOCK_URL must not send a benchmark to a shared server silently.
-    if (!urls.empty()) bench_opts.url = resolve_url(urls);
-    return bench(bench_opts);
-  }
-  if (*holder_cmd) return demo_holder(holder_url, holder_name, holder_resource);
   return exit_usage;
 }
 

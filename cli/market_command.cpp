@@ -1,5 +1,6 @@
 // dlock market: Redis in Action's marketplace (§6.2), the book's algorithms and dlock's locks on
 // the same work, printed beside the book's own table. The work is bench/market's library.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -10,6 +11,16 @@
 #include "progress_line.hpp"
 
 namespace dlock::cli {
+namespace {
+
+struct market_args {
+  std::string url;     // empty: a private redis-server (DLOCK_URL is not read)
+  bool flush = false;  // allow FLUSHALL on the --url server
+  double seconds = 60;
+  std::vector<std::string> variants;  // empty: all
+  std::vector<std::string> loads;     // "LISTERS/BUYERS"; empty: 1/1, 5/1, 5/5
+  bool json = false;
+};
 
 int market(const market_args& args) {
   dlock::market::options o;
@@ -48,6 +59,49 @@ int market(const market_args& args) {
     std::cout << dlock::market::render_table(r) << std::flush;
   }
   return exit_ok;
+}
+
+class market_command final : public subcommand {
+ public:
+  explicit market_command(CLI::App& app)
+      : subcommand(app.add_subcommand(
+            "market",
+            "Redis in Action's marketplace: WATCH vs locks vs fine-grained locks (docs/cli.md)")) {
+    app_->add_option("--seconds", args_.seconds, "Length of each run (default 60)")
+        ->check(CLI::Range(0.1, 3600.0))
+        ->type_name("N");
+    app_->add_option("--variants", args_.variants,
+                     "Comma-separated: watch, book-lock, book-fine, dlock-coarse, dlock-fine, "
+                     "no-lock, script")
+        ->delimiter(',')
+        ->type_name("LIST");
+    app_->add_option("--loads", args_.loads, "Comma-separated LISTERS/BUYERS (default 1/1,5/1,5/5)")
+        ->delimiter(',')
+        ->type_name("LIST");
+    app_->add_flag("--json", args_.json, "Print JSON (schema: docs/cli.md)");
+    app_->add_flag("--flush", args_.flush,
+                   "Allow FLUSHALL on the --url server (required with --url)");
+    app_->footer(R"(
+Every run starts on a flushed database, so by default it brings its own redis-server.
+Examples:
+  dlock market --seconds 3
+  dlock market --variants watch,dlock-fine --loads 5/5 --json
+  dlock --url redis://scratch:6379 market --flush)");
+  }
+  int run(const invocation& in) override {
+    // Only an explicit --url, and only with --flush: every run begins with FLUSHALL.
+    if (!in.target.urls.empty()) args_.url = resolve_url(in.target.urls);
+    return market(args_);
+  }
+
+ private:
+  market_args args_;
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> add_market_command(CLI::App& app) {
+  return std::make_unique<market_command>(app);
 }
 
 }  // namespace dlock::cli

@@ -24,6 +24,8 @@
 #include <mutex>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
@@ -454,7 +456,10 @@ acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds 
       std::move(options));
 }
 
-int run(const run_args& args) {
+namespace {
+
+// Checks the kind and the names, then holds them while the command runs.
+int run_locks(const run_args& args) {
   const auto& kind = args.kind;
   if (kind != "reentrant" && kind != "simple" && kind != "fair" && kind != "read" &&
       kind != "write") {
@@ -508,6 +513,60 @@ int run(const run_args& args) {
     return run_environment(names, leases);
   };
   return run_holding(args, plan);
+}
+
+class run_command final : public subcommand {
+ public:
+  explicit run_command(CLI::App& app)
+      : subcommand(app.add_subcommand(
+            "run", "Run CMD while holding the lock NAME; a distributed flock(1)")) {
+    app_->footer(R"(
+Runs CMD with DLOCK_NAME and DLOCK_FENCE (the grant's fencing token) in its environment, renews
+the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to dlock, and
+releases the lock when CMD and every process it started have exited, exiting with CMD's status.
+If the lock is lost, CMD and all its descendants get SIGTERM, then SIGKILL after --grace, and
+dlock exits 76 (or --lost-exit-code); also when the lease ran out while dlock itself was paused.
+Not acquired within --wait: exit 75. A name starting with "-": dlock run -- -name -- CMD.
+--kind fair: first come, first served across machines; read/write: the two sides of a read-write
+lock (readers share). Several names: all of them at once or none (reentrant locks taken in one
+global order, never deadlocking); DLOCK_FENCE is then the first name's token and DLOCK_FENCES
+lists "NAME=FENCE" for every name, separated by spaces.
+
+Examples:
+  dlock run report -- ./report.sh
+  dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
+  dlock run --kind write catalog -- ./import.sh
+  dlock run accounts ledger -- ./transfer.sh
+  */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
+    flags_.add_to(*app_, "the lock");
+    app_->add_option("--kind", args_.kind,
+                     "reentrant (Redisson layout, default), simple, fair, read or write (the two "
+                     "sides of a read-write lock)")
+        ->type_name("KIND");
+    app_->add_option("--replicas", args_.replicas,
+                     "A grant counts only once N replicas acknowledged it (WAIT); otherwise it "
+                     "is undone and retried within --wait, then exit 75")
+        ->type_name("N");
+    app_->add_option("name", args_.names, "Lock name; several: all of them (a multi-lock)")
+        ->required();
+  }
+  bool takes_command() const override { return true; }
+  int run(const invocation& in) override {
+    flags_.apply(in, "run", "dlock run NAME -- CMD", args_);
+    if (args_.replicas < 0) throw failure(exit_usage, "run: --replicas must not be negative");
+    args_.target.min_replica_acks = args_.replicas;
+    return run_locks(args_);
+  }
+
+ private:
+  holding_flags flags_;
+  run_args args_;
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> add_run_command(CLI::App& app) {
+  return std::make_unique<run_command>(app);
 }
 
 }  // namespace dlock::cli

@@ -1,258 +1,17 @@
-// dlock status, ls and unlock --force: looking at locks (and the other kinds: fair and
-// read-write locks, semaphores) from the outside. A name's kind is recognised from its keys:
-// the name's own key judged by lock_info, refined by the keys the other kinds keep beside it.
-#include <fnmatch.h>
-
-#include <algorithm>
-#include <cstdio>
+// dlock status NAME: what a name holds, its holders, TTL, fence and waiters.
+#include <CLI/CLI.hpp>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <optional>
 
 #include "cli.hpp"
 #include "display.hpp"
-#include "dlock/keys.hpp"
-#include "dlock/lock.hpp"
-#include "dlock/read_write_lock.hpp"
-#include "dlock/redis/client.hpp"
-#include "dlock/semaphore.hpp"
+#include "lock_view.hpp"
 
 namespace dlock::cli {
 namespace {
 
-const char* kind_name(lock_type t) {
-  switch (t) {
-    case lock_type::none:
-      return "free";
-    case lock_type::reentrant:
-      return "reentrant";
-    case lock_type::simple:
-      return "simple";
-    case lock_type::other:
-      return "other";
-    case lock_type::read_write:
-      return "read-write";
-    case lock_type::fair:
-      return "fair";
-  }
-  return "?";
-}
-
-std::string ttl_text(const std::optional<std::chrono::milliseconds>& ttl) {
-  if (!ttl) return "-";
-  if (*ttl == std::chrono::milliseconds::max()) return "no expiry";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ttl->count()) / 1000.0);
-  return buf;
-}
-
-// What a name holds, as `status` and `ls` show it: the lock snapshot, and what the other kinds
-// add to it.
-struct shown {
-  lock_info info;
-  std::string kind;                       // the JSON kind (docs/cli.md)
-  std::string mode;                       // read-write: "read" or "write"
-  std::optional<semaphore_info> permits;  // leased semaphore
-  std::optional<std::int64_t> count;      // semaphore or latch: the integer the name holds
-};
-
-// A key derived by Redisson's suffix rule: NAME:suffix if NAME holds a '{', else {NAME}:suffix.
-std::string suffixed(const std::string& name, const std::string& suffix) {
-  return (name.find('{') != std::string::npos ? name : "{" + name + "}") + ":" + suffix;
-}
-
-std::optional<std::int64_t> integer_of(const std::string& text) {
-  if (text.empty() || text.size() > 19) return std::nullopt;
-  std::size_t i = text[0] == '-' ? 1 : 0;
-  if (i == text.size()) return std::nullopt;
-  for (std::size_t k = i; k < text.size(); ++k) {
-    if (text[k] < '0' || text[k] > '9') return std::nullopt;
-  }
-  return std::stoll(text);
-}
-
-// Recognises the kind from the keys (docs/cli.md): a hash with a `mode` field is a read-write
-// lock; a hash (or nothing) beside a `redisson_lock_queue:{NAME}` list is a fair lock; a string
-// holding an integer is a leased semaphore when its `{NAME}:timeout` zset exists, else a
-// semaphore or a latch (Redisson keeps both as a bare count) unless it has an expiry, which
-// only a lock's token has. RedLock keeps mutexes only: its snapshot is taken across masters.
-shown describe(const dlock::client& c, const std::string& name) {
-  shown s;
-  const auto snapshot = [&] { return c.reentrant(name).info(); };
-  if (!c.options().redlock.masters.empty()) {
-    s.info = snapshot();
-  } else if (const auto type = c.command(name, {"TYPE", name}).str();
-             type == "hash" || type == "none") {
-    const auto mode = type == "hash" ? c.command(name, {"HGET", name, "mode"}) : reply();
-    const auto queue = derived_key("redisson_lock_queue", name);
-    if (!mode.is_nil() && (mode.str() == "read" || mode.str() == "write")) {
-      s.info = c.read_write(name).read().info();  // its waiters listen on redisson_rwlock:{NAME}
-      if (s.info.type == lock_type::reentrant) {
-        s.info.type = lock_type::read_write;
-        s.mode = mode.str();
-      }
-    } else if (c.command(queue, {"EXISTS", queue}).integer() == 1) {
-      s.info = c.fair(name).info();  // its queue; the lock itself may be free a moment
-      if (s.info.type == lock_type::none) s.kind = "fair";
-    } else {
-      s.info = snapshot();
-    }
-  } else if (const auto value =
-                 type == "string" ? integer_of(c.command(name, {"GETRANGE", name, "0", "20"}).str())
-                                  : std::nullopt) {
-    s.info = snapshot();  // the key's TTL and the fencing counter
-    const auto timeout = suffixed(name, "timeout");
-    if (c.command(timeout, {"TYPE", timeout}).str() == "zset") {
-      s.permits = c.leased_semaphore(name).info();
-      s.kind = "leased-semaphore";
-    } else if (s.info.ttl == std::chrono::milliseconds::max()) {
-      s.permits = c.semaphore(name).info();
-      s.count = *value;
-      s.kind = "semaphore-or-latch";
-    }
-    if (s.permits) {
-      s.info.holders.clear();
-      s.info.waiters = s.permits->waiters;
-    }
-  } else {
-    s.info = snapshot();
-  }
-  if (s.kind.empty()) s.kind = kind_name(s.info.type);
-  return s;
-}
-
-bool locked(const shown& s) {
-  if (s.kind == "leased-semaphore") return !s.permits->leased.empty();
-  if (s.kind == "semaphore-or-latch") return false;
-  return s.info.type != lock_type::none && s.info.type != lock_type::other;
-}
-
-// The kind column: a key that is not a lock says what it holds instead.
-std::string kind_text(const shown& s) {
-  if (s.info.type == lock_type::other && !s.permits) return "not a lock: " + s.info.content;
-  if (s.kind == "leased-semaphore") return "leased semaphore";
-  if (s.count) return "semaphore or latch (count " + std::to_string(*s.count) + ")";
-  return s.kind;
-}
-
-nlohmann::json owner_json(const std::string& owner) {
-  nlohmann::json o = nlohmann::json::object();
-  set_text(o, "owner", owner);
-  return o;
-}
-
-nlohmann::json ttl_json(std::chrono::milliseconds ttl) {
-  return ttl == std::chrono::milliseconds::max() ? -1 : ttl.count();
-}
-
-// The documented JSON form of one name (docs/cli.md).
-nlohmann::json to_json(const std::string& name, const shown& s) {
-  const auto& info = s.info;
-  nlohmann::json holders = nlohmann::json::array();
-  for (const auto& h : info.holders) {
-    auto holder = owner_json(h.owner);
-    holder["holds"] = h.holds;
-    holders.push_back(std::move(holder));
-  }
-  nlohmann::json ttl = nullptr;
-  if (info.ttl) ttl = ttl_json(*info.ttl);
-  nlohmann::json out{{"kind", s.kind}, {"locked", locked(s)}, {"holders", holders},
-                     {"ttl_ms", ttl},  {"fence", info.fence}, {"waiters", info.waiters}};
-  set_text(out, "name", name);
-  if (info.type == lock_type::other && !s.permits) out["content"] = info.content;
-  if (s.kind == "fair") {
-    out["queue"] = nlohmann::json::array();
-    for (const auto& owner : info.queue)
-      out["queue"].push_back(owner_json(owner));
-  }
-  if (!s.mode.empty()) out["mode"] = s.mode;
-  if (s.count) out["count"] = *s.count;
-  if (s.kind == "leased-semaphore") {
-    out["available"] = s.permits->available;
-    out["permits"] = nlohmann::json::array();
-    for (const auto& [id, left] : s.permits->leased)
-      out["permits"].push_back({{"id", id}, {"ttl_ms", ttl_json(left)}});
-  }
-  return out;
-}
-
-std::string holders_text(const lock_info& info) {
-  if (info.holders.empty()) return "-";
-  std::string out;
-  for (const auto& h : info.holders) {
-    if (!out.empty()) out += ", ";
-    out +=
-        escaped(h.owner) + " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
-  }
-  return out;
-}
-
-std::string queue_text(const lock_info& info) {
-  if (info.queue.empty()) return "-";
-  std::string out;
-  for (const auto& owner : info.queue)
-    out += (out.empty() ? "" : ", ") + escaped(owner);
-  return out;
-}
-
-// A leased semaphore's permits: "2 free, 1 leased: ID (ttl 29.0s)".
-std::string permits_text(const semaphore_info& p) {
-  std::string out =
-      std::to_string(p.available) + " free, " + std::to_string(p.leased.size()) + " leased";
-  for (std::size_t i = 0; i < p.leased.size(); ++i) {
-    out +=
-        (i == 0 ? ": " : ", ") + p.leased[i].first + " (ttl " + ttl_text(p.leased[i].second) + ")";
-  }
-  return out;
-}
-
-// The HOLDERS column of `ls`: holders, and what the kind adds.
-std::string details_text(const shown& s) {
-  if (s.kind == "leased-semaphore") return permits_text(*s.permits);
-  std::string out = holders_text(s.info);
-  if (!s.mode.empty()) out = s.mode + ": " + out;
-  if (s.kind == "fair") out += "; queue: " + queue_text(s.info);
-  return out;
-}
-
-dlock::client connect_to(const client_options& target) {
-  try {
-    return connect(target);
-  } catch (const dlock::error& e) {
-    throw failure(exit_code_for(e), message_of(e));
-  }
-}
-
-// Lock names as their users wrote them, from their fencing counters: every lock dlock (or
-// Redisson's fenced lock) has granted has one. Redisson's rule gives the names `a` and `{a}` the
-// same counter; the one whose lock exists is meant, else the plainer `a`.
-std::vector<std::string> scan_lock_names(redis_client& redis) {
-  // SCAN's MATCH is a glob: escape the prefix's own special characters (it has none today).
-  const std::string pattern = std::string(fence_counter_prefix) + ":*";
-  std::vector<std::string> names;
-  std::string cursor = "0";
-  do {
-    const auto r = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    cursor = r.at(0).str();
-    for (const auto& k : r.at(1).elements()) {
-      auto candidates = lock_names_of_fence_counter(k.str());
-      if (candidates.size() == 2 && redis.command({"EXISTS", candidates[0]}).integer() == 0 &&
-          redis.command({"EXISTS", candidates[1]}).integer() == 1) {
-        candidates.erase(candidates.begin());
-      }
-      if (!candidates.empty()) names.push_back(std::move(candidates.front()));
-    }
-  } while (cursor != "0");
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
-
-}  // namespace
-
 int status(const client_options& target, const std::string& name, bool json) {
   const auto c = connect_to(target);
-  const auto s = describe(c, name);
+  const auto s = inspect(c, name);
   const auto& info = s.info;
   if (json) {
     std::cout << to_json(name, s).dump() << "\n";
@@ -273,77 +32,29 @@ int status(const client_options& target, const std::string& name, bool json) {
   return exit_ok;
 }
 
-int list(const client_options& target, const std::string& pattern, bool json) {
-  const auto c = connect_to(target);
-  nlohmann::json all = nlohmann::json::array();
-  std::vector<std::pair<std::string, shown>> rows;
-  std::vector<std::string> names;
-  // RedLock keeps every lock on every master: a master that is down hides nothing, and each
-  // name is listed once.
-  const bool redlock = !target.redlock.masters.empty();
-  std::optional<dlock::error> unreachable;
-  std::size_t scanned = 0;
-  for (auto* master : c.masters()) {
-    try {
-      auto more = scan_lock_names(*master);
-      names.insert(names.end(), more.begin(), more.end());
-      ++scanned;
-    } catch (const dlock::error& e) {
-      if (!redlock) throw;
-      if (!unreachable) unreachable = e;
-    }
+class status_command final : public subcommand {
+ public:
+  explicit status_command(CLI::App& app)
+      : subcommand(app.add_subcommand(
+            "status", "Show a lock or semaphore: kind, holders, TTL, fence, waiters")) {
+    app_->add_option("name", name_, "Lock name")->required();
+    app_->add_flag("--json", json_, "Print JSON (schema: docs/cli.md)");
+    app_->footer(
+        "\nKinds: reentrant, simple, fair (and its queue), read-write (and its mode), leased "
+        "semaphore (free and leased permits), semaphore or latch (a bare count), free.\n"
+        "Examples:\n  dlock status nightly-report\n  dlock status deploy --json");
   }
-  if (scanned == 0 && unreachable) throw *unreachable;
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  for (const auto& name : names) {
-    if (::fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
-    rows.emplace_back(name, describe(c, name));
-  }
-  if (json) {
-    for (const auto& [name, info] : rows)
-      all.push_back(to_json(name, info));
-    std::cout << nlohmann::json{{"locks", all}}.dump() << "\n";
-    return exit_ok;
-  }
-  std::size_t width = 4, kind_width = 9;
-  for (const auto& [name, s] : rows) {
-    width = std::max(width, escaped(name).size());
-    kind_width = std::max(kind_width, kind_text(s).size());
-  }
-  std::printf("%-*s  %-*s  %-9s  %16s  %7s  %s\n", static_cast<int>(width), "NAME",
-              static_cast<int>(kind_width), "KIND", "TTL", "FENCE", "WAITERS", "HOLDERS");
-  for (const auto& [name, s] : rows) {
-    std::printf("%-*s  %-*s  %-9s  %16llu  %7lld  %s\n", static_cast<int>(width),
-                escaped(name).c_str(), static_cast<int>(kind_width), kind_text(s).c_str(),
-                ttl_text(s.info.ttl).c_str(), static_cast<unsigned long long>(s.info.fence),
-                static_cast<long long>(s.info.waiters), details_text(s).c_str());
-  }
-  return exit_ok;
-}
+  int run(const invocation& in) override { return status(resolve_target(in.target), name_, json_); }
 
-int force_unlock(const client_options& target, const std::string& name, const std::string& kind) {
-  const auto c = connect_to(target);
-  lock_info removed;
-  try {
-    // The kind confirms what a lock left without an expiry is; without it only unambiguous locks
-    // are deleted (and the lock object's kind does not matter: the script judges the key).
-    const auto check =
-        kind.empty() ? force_unlock_check::layout_and_expiry : force_unlock_check::confirmed_kind;
-    removed = kind == "simple" ? c.simple(name).force_unlock(check)
-                               : c.reentrant(name).force_unlock(check);
-  } catch (const dlock::error& e) {
-    if (e.code() != errc::wrong_type) throw;
-    throw failure(exit_not_a_lock, message_of(e) + "; nothing was deleted");
-  }
-  if (removed.type == lock_type::none) {
-    std::cout << "no lock named " << escaped(name) << ": nothing removed\n";
-    return exit_ok;
-  }
-  std::cout << "removed " << kind_name(removed.type) << " lock " << escaped(name) << " held by "
-            << holders_text(removed) << ", ttl " << ttl_text(removed.ttl) << ", fence "
-            << removed.fence << "; waiters woken\n";
-  return exit_ok;
+ private:
+  std::string name_;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> add_status_command(CLI::App& app) {
+  return std::make_unique<status_command>(app);
 }
 
 }  // namespace dlock::cli
