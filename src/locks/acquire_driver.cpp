@@ -1,15 +1,27 @@
-// One acquisition from start to finish: the first attempt (sent directly from the caller's
-// thread when it can overtake no one here), the replies, waiting for a turn and for the lock,
-// grants that were dead on arrival, and the end (granted, not acquired, failed). The timing
-// decisions are acquire_machine's; the waiter queue's are waiter_queue's.
+// The driver of acquisitions: it feeds each one's state machine (acquisition_fsm.hpp) the events
+// that reach it (replies, timers, unlock messages, its turn in the queue, a cancel) and carries
+// out the actions the machine returns, with the client's connections, timers, waiter queues and
+// grants table. Every decision is the machine's; this file only acts.
 #include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "locks/core_state.hpp"
 
 namespace dlock::detail {
 
+using event = acquisition_fsm::event;
+using action = acquisition_fsm::action;
+
 acquire_handle lock_core::acquire(acquire_request r) {
-  auto o = std::make_shared<op>(this, std::move(r));
+  // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
+  // waiters that are waiting for this very owner.
+  acquisition_setup setup;
+  setup.limits = r.limits;
+  setup.reentry = r.kind->reentrant() && grants_.find_live(*r.kind, r.names->name, r.owner);
+  setup.keeps_waiter_place = r.kind->keeps_waiter_place();
+  setup.one_holder = r.kind->max_holders() == 1;
+  setup.lease = r.lease_time;
+  setup.validity = validity_end(steady::time_point{}, r.lease_time) - steady::time_point{};
+  auto o = std::make_shared<op>(this, std::move(r), std::move(setup));
   auto handle = handle_for(o);
   o->node = topology_->nodes_for(o->req.names->name).front();
   {
@@ -17,55 +29,109 @@ acquire_handle lock_core::acquire(acquire_request r) {
     spare_op_nodes_.insert(pending_ops_, o);
   }
   const auto now = steady::now();
-  // A single attempt barges, as std::mutex::try_lock does; a re-entry must not queue behind
-  // waiters that are waiting for this very owner.
-  o->reentry =
-      o->req.kind->reentrant() && grants_.find_live(*o->req.kind, o->req.names->name, o->req.owner);
-  o->may_queue = !o->req.limits.single_attempt && !o->reentry;
   // The first attempt leaves from this thread when it can overtake no one here (no local
   // waiter or attempt on this name, no yield in force): a free lock then costs one round trip
-  // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread.
+  // and no hop through the I/O thread. The reply, and anything after it, runs on the I/O thread,
+  // which may see the acquisition as soon as it is published or sent: nothing here touches it
+  // after that.
   if (!io().in_io_thread() &&
-      (!o->may_queue || activity_.claim_direct(o->req.names->channel, now))) {
-    // Every field of the op is set before the I/O thread can see it: through the activity
-    // table (publish_direct) or through the attempt's reply.
-    const auto step = o->machine.start(now);
-    o->attempting = true;
-    o->direct_claim = o->may_queue;
-    if (o->direct_claim) activity_.publish_direct(o->req.names->channel, o);
-    submit_attempt(o, step.until);
+      (!o->fsm.may_queue() || activity_.claim_direct(o->req.names->channel, now))) {
+    const auto first = o->fsm.resume(event::of(event::type::start_direct, now));
+    if (first.publish_direct) activity_.publish_direct(o->req.names->channel, o);
+    submit_attempt(o, first.at);
     return handle;
   }
-  io().post([o] { o->core->start(o); });
+  io().post([o] { o->core->drive(o, event::of(event::type::start, steady::now())); });
   return handle;
 }
 
-void lock_core::start(const std::shared_ptr<op>& o) {
-  // Cancelled before it started: a cancel posted from another thread can overtake this start
-  // when the acquisition was made on the I/O thread (asio runs posts made inside a handler after
-  // it returns).
-  if (o->finished) return;
-  const auto now = steady::now();
-  if (!o->may_queue) {
-    run_step(o, o->machine.start(now));
-    return;
-  }
-  queue_direct_first(o->req.names->channel);
-  auto& q = join_queue(o);
-  if (!q.admitted(o)) {
-    arm_op_timer(o, o->req.limits.deadline);  // until it is our turn, only the deadline matters
-  } else if (const auto until = activity_.yielding(o->req.names->channel, now)) {
-    subscribe(q, o->req.names->channel);  // hear when the waiter we yielded to releases
-    arm_op_timer(o, std::min(*until, o->req.limits.deadline));
-  } else {
-    run_step(o, o->machine.start(now));
-  }
+event lock_core::event_for(const std::shared_ptr<op>& o, event::type what) const {
+  return event::of(what, steady::now(), o->fsm.queued() && admitted(o));
 }
 
-void lock_core::send_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
-  o->attempting = true;
-  o->woken_during_attempt = false;
-  submit_attempt(o, until);
+void lock_core::drive(const std::shared_ptr<op>& o, event e) {
+  if (o->driving) {
+    o->backlog.push_back(std::move(e));
+    return;
+  }
+  o->driving = true;
+  for (;;) {
+    for (auto a = o->fsm.resume(e); a.what != action::type::wait; a = o->fsm.resume(e)) {
+      e = carry_out(o, a);
+    }
+    if (o->backlog.empty()) break;
+    e = std::move(o->backlog.front());
+    o->backlog.erase(o->backlog.begin());
+  }
+  o->driving = false;
+}
+
+event lock_core::carry_out(const std::shared_ptr<op>& o, const action& a) {
+  using type = action::type;
+  auto done = event::of(event::type::carried_out, {});
+  switch (a.what) {
+    case type::wait:
+      break;
+    case type::send_attempt:
+      submit_attempt(o, a.at);
+      break;
+    case type::arm_timer:
+      arm_op_timer(o, a.at);
+      break;
+    case type::join_queue: {
+      if (a.direct_first) queue_direct_first(o->req.names->channel);
+      const auto& q = join_queue(o);
+      done = event::of(event::type::queue_joined, {}, q.admitted(o));
+      done.yield_until = activity_.yielding(o->req.names->channel, steady::now());
+      break;
+    }
+    case type::listen: {
+      auto& q = rt_->queues.at(o->req.names->channel);
+      subscribe(q, o->req.names->channel);
+      done = event::of(event::type::listening, {});
+      done.message_waiting = a.take_message && std::exchange(q.unclaimed_message, false);
+      break;
+    }
+    case type::leave_queue:
+      leave_queue(o, a.granted);
+      break;
+    case type::undo_grant:
+      undo_grant(o->req, a.how, a.born_dead);
+      break;
+    case type::hand_out:
+      o->held = hand_out(o->req, a.reentry, a.fence, validity_end(a.sent_at, o->req.lease_time));
+      break;
+    case type::end_direct_claim:
+      activity_.add_local(o->req.names->channel, -1, true);
+      break;
+    case type::begin_settling:
+      o->settle_guard = release_drain::track(releases_);
+      break;
+    case type::end_settling:
+      o->settle_guard.reset();
+      break;
+    case type::give_back_place:
+      // Hands back a waiter's place on the server at once, rather than leaving the others to
+      // wait out its waiter lease.
+      o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
+                           [o](std::error_code, reply) {
+                             o->core->drive(o, event::of(event::type::place_given_back, {}));
+                           });
+      break;
+    case type::retire: {
+      lock_guard lock(ops_mutex_);
+      if (auto it = pending_ops_.find(o); it != pending_ops_.end()) {
+        spare_op_nodes_.erase(pending_ops_, it);
+      }
+      ++o->timer_epoch;
+      o->timer.cancel();
+      break;
+    }
+    case type::deliver:
+      deliver(*o, a);
+      break;
+  }
+  return done;
 }
 
 // Changes nothing in the op: a first attempt sent directly may already be visible to the I/O
@@ -75,137 +141,73 @@ void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point 
   const auto sent_at = steady::now();
   o->req.kind->attempt(
       {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
-       options_.fair_waiter_lease, o->req.permits, o->may_queue, o->reentry},
+       options_.fair_waiter_lease, o->req.permits, o->fsm.may_queue(), o->fsm.reentry()},
       [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
 }
 
 void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
                                  steady::time_point sent_at) {
-  o->attempting = false;
-  // The claim of a direct first attempt covers the name until the op is queued or finished;
-  // run below, it ends once either has happened (join_queue counts the op itself).
-  struct release_claim {
-    name_activity& activity;
-    op& o;
-    void end() {
-      if (std::exchange(o.direct_claim, false)) activity.add_local(o.req.names->channel, -1, true);
+  auto e = event_for(o, event::type::reply);
+  auto& read = e.reply;
+  read.sent_at = sent_at;
+  read.error = ec;
+  using type = attempt_reply::type;
+  if (ec && ec != errc::not_replicated) {
+    read.what = type::failed;  // not_replicated: the master's answer is there all the same
+  } else {
+    const auto outcome = o->req.kind->decode_attempt(r);
+    read.fence = outcome.fence;
+    read.pttl = outcome.pttl;
+    switch (outcome.what) {
+      case attempt_outcome::type::malformed:
+        read.what = type::malformed;
+        break;
+      case attempt_outcome::type::granted:
+        read.what = type::granted;
+        break;
+      case attempt_outcome::type::reentered:
+        read.what = type::reentered;
+        read.joined_hold = joined_hold(o->req, e.now);
+        break;
+      case attempt_outcome::type::busy:
+        read.what = type::busy;
+        break;
     }
-    ~release_claim() { end(); }
-  } claim{activity_, *o};
-  if (o->finished) {
-    // Cancelled while this attempt was out: whatever it brings back is undone (cancel.cpp).
-    if (o->settling) settle_cancelled(o, ec, r);
-    return;
   }
-  const auto now = steady::now();
-  o->machine.note_round_trip(now - sent_at);
-  if (ec == errc::not_replicated) {
-    on_unreplicated_grant(o, r, now);
-    return;
-  }
-  if (ec) {
-    // Without a reply we cannot know whether the script ran: undo a grant it may have made.
-    if (ec == errc::timeout || ec == errc::connection_lost) discard_uncertain_grant(*o);
-    o->last_error = r;
-    run_step(o, o->machine.on_error(ec, now));
-    return;
-  }
-  const auto outcome = o->req.kind->decode_attempt(r);
-  using type = attempt_outcome::type;
-  switch (outcome.what) {
-    case type::malformed:
-      fail(o, errc::unexpected_reply, r);
+  if (read.what == type::failed || read.what == type::malformed) o->last_error = r;
+  drive(o, std::move(e));
+}
+
+attempt_reply::joined lock_core::joined_hold(const acquire_request& r,
+                                             steady::time_point now) const {
+  const auto held = grants_.find_live(*r.kind, r.names->name, r.owner);
+  if (!held) return attempt_reply::joined::none;
+  return grants_.valid(*held, now) ? attempt_reply::joined::valid : attempt_reply::joined::expired;
+}
+
+void lock_core::undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead) {
+  if (born_dead) counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
+  const auto call = call_for(*r.names, r.owner, r.lease_time, r.permits);
+  using undo = acquisition_fsm::undo;
+  switch (how) {
+    case undo::release_added:
+      r.kind->release(call, undo_tracked());
       return;
-    case type::granted:
-    case type::reentered: {
-      const bool reentry = outcome.what == type::reentered;
-      if (born_dead(*o, reentry, sent_at, now)) {
-        // The grant's validity ran out before its reply arrived (the server stalled, or the
-        // reply was held up): it is not handed out, it was undone, and the wait goes on if
-        // time remains.
-        run_step(o, o->machine.on_wake(now));
+    case undo::drop_if_fresh:
+      // A re-entry must not drop the holds its owner already has; its count may stay one too
+      // high, which the lease's expiry resolves once the owner releases the rest.
+      if (r.kind->reentrant() && grants_.find_live(*r.kind, r.names->name, r.owner)) return;
+      break;
+    case undo::lose_joined:
+      if (auto held = grants_.find_live(*r.kind, r.names->name, r.owner)) {
+        lose(held, lease_lost_reason::expired);  // which ends the owner's hold on the server
         return;
       }
-      counters.grants.fetch_add(1, std::memory_order_relaxed);
-      auto held = grant_hold(*o, reentry, outcome.fence, sent_at);
-      // Ended before the caller wakes: a release it sends at once must find no local activity
-      // on the name, or it takes a hop through this thread (release_async).
-      claim.end();
-      finish(o, {std::move(held), {}, {}});
-      return;
-    }
-    case type::busy:
-      on_busy(o, outcome.pttl, now);
-      return;
+      break;
+    case undo::drop:
+      break;
   }
-}
-
-// The master granted it but too few replicas acknowledged in time: a failover now could promote a
-// replica that never saw the grant, and hand the lock to someone else. It is undone, not handed
-// out, and the wait goes on; if the wait ends this way, the caller hears errc::not_replicated.
-void lock_core::on_unreplicated_grant(const std::shared_ptr<op>& o, const reply& r,
-                                      steady::time_point now) {
-  const auto outcome = o->req.kind->decode_attempt(r);
-  using type = attempt_outcome::type;
-  if (outcome.what == type::granted || outcome.what == type::reentered) {
-    o->unreplicated = true;
-    const auto call = call_for(*o->req.names, o->req.owner, o->req.lease_time, o->req.permits);
-    if (outcome.what == type::reentered) {
-      o->req.kind->release(call, undo_tracked());  // only the re-entry's count
-    } else {
-      o->req.kind->drop(call, undo_tracked());
-    }
-    run_step(o, o->machine.on_wake(now));
-    return;
-  }
-  if (outcome.what == type::busy) {
-    on_busy(o, outcome.pttl, now);  // nothing was written; the WAIT was moot
-    return;
-  }
-  fail(o, errc::unexpected_reply, r);
-}
-
-void lock_core::on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady::time_point now) {
-  auto step = o->machine.on_busy(pttl, now);
-  if (step.kind == acquire_machine::step_kind::wait && o->may_queue) {
-    // Held by someone else: now it is worth queueing (if the first attempt went out directly)
-    // and listening for the release (an uncontended acquisition never subscribes). The
-    // subscription's confirmation triggers one more attempt, covering a release that happened
-    // before it was live.
-    auto& q = o->queued ? rt_->queues.at(o->req.names->channel) : join_queue(o);
-    if (!q.admitted(o)) {
-      arm_op_timer(o, o->req.limits.deadline);  // others were waiting first: our turn comes
-      return;
-    }
-    subscribe(q, o->req.names->channel);
-    // A lingering subscription may have heard the release meant for this waiter before the
-    // waiter was back in its queue.
-    if (std::exchange(q.unclaimed_message, false)) o->woken_during_attempt = true;
-  }
-  // An unlock message arrived while we were asking: the answer may already be stale.
-  if (step.kind == acquire_machine::step_kind::wait && o->woken_during_attempt) {
-    step = o->machine.on_wake(now);
-  }
-  run_step(o, step);
-}
-
-void lock_core::run_step(const std::shared_ptr<op>& o, acquire_machine::step s) {
-  using kind = acquire_machine::step_kind;
-  switch (s.kind) {
-    case kind::attempt:
-      send_attempt(o, s.until);
-      return;
-    case kind::wait:
-      arm_op_timer(o, o->queued && !admitted(o) ? o->req.limits.deadline : s.until);
-      return;
-    case kind::granted:  // produced only by on_granted, which the driver does not use
-    case kind::not_acquired:
-      finish(o, {});
-      return;
-    case kind::failed:
-      fail(o, s.error, o->last_error);
-      return;
-  }
+  r.kind->drop(call, undo_tracked());
 }
 
 void lock_core::arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at) {
@@ -216,158 +218,52 @@ void lock_core::arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at
   }
   o->timer.expires_at(at);
   o->timer.async_wait([o, epoch](std::error_code ec) {
-    if (ec || epoch != o->timer_epoch || o->finished) return;
-    auto& core = *o->core;
-    if (o->queued && !core.admitted(o)) {
-      // Not our turn: only the deadline can end this wait.
-      if (steady::now() >= o->req.limits.deadline) {
-        core.finish(o, {});
-      } else {
-        core.arm_op_timer(o, o->req.limits.deadline);
-      }
-      return;
-    }
-    core.wake(o);
+    if (ec || epoch != o->timer_epoch || o->fsm.finished()) return;
+    o->core->drive(o, o->core->event_for(o, event::type::timer));
   });
 }
 
-void lock_core::wake(const std::shared_ptr<op>& o) {
-  if (o->finished) return;
-  if (o->attempting) {
-    o->woken_during_attempt = true;
-    return;
+void lock_core::deliver(op& o, const action& a) {
+  acquire_result result;
+  result.error = a.error;
+  if (a.end == acquisition_fsm::ending::granted) {
+    result.held = std::move(o.held);
+  } else if (a.error) {
+    result.message = failure_message(o, a.error, a.with_server_reply ? o.last_error : reply{});
   }
-  run_step(o, o->machine.on_wake(steady::now()));
+  auto done = std::move(o.req.done);  // the op may outlive this; the callback's captures not
+  call_user(done, std::move(result));
 }
 
-void lock_core::finish(const std::shared_ptr<op>& o, acquire_result result) {
-  if (o->finished) return;
-  // An attempt still out may yet bring back a grant, whatever ended the acquisition (a cancel,
-  // its deadline passing meanwhile): it keeps its place until that reply is in, and what the
-  // reply brings is undone (settle_cancelled). A first attempt sent directly holds the name
-  // without a place in the queue: it takes one, so that waiters arriving now queue behind the
-  // undo.
-  if (o->attempting && !result.held) {
-    o->settling = true;
-    // A client closing before the reply is in waits for it, and for the undo, as for a release:
-    // the attempt may have been granted (its WAIT for replicas still running, say).
-    o->settle_guard = release_drain::track(releases_);
-    if (o->direct_claim && !o->queued) join_queue(o);
+std::string lock_core::failure_message(const op& o, std::error_code ec,
+                                       const reply& server_reply) const {
+  const auto& name = o.req.names->name;
+  if (ec == errc::cancelled) return "acquiring lock '" + name + "': cancelled";
+  if (ec == errc::not_replicated) {
+    return "lock '" + name + "' was granted, but fewer than " +
+           std::to_string(options_.min_replica_acks) + " replicas acknowledged it within " +
+           std::to_string(options_.replica_ack_timeout.count()) +
+           " ms, each time the wait allowed; it was undone";
   }
-  o->finished = true;
-  {
-    lock_guard lock(ops_mutex_);
-    if (auto it = pending_ops_.find(o); it != pending_ops_.end()) {
-      spare_op_nodes_.erase(pending_ops_, it);
-    }
+  if (ec == errc::wrong_type && server_reply.is_error()) {
+    const auto& text = server_reply.str();
+    // Our scripts' verdict on a name that holds something else: "holds a list, not a lock"; or
+    // on a key the lock keeps beside its name: "its fencing counter holds a hash, not a count".
+    if (text.starts_with("WRONGTYPE holds ")) return "lock '" + name + "' " + text.substr(10);
+    if (text.starts_with("WRONGTYPE its ")) return "lock '" + name + "': " + text.substr(10);
   }
-  ++o->timer_epoch;
-  o->timer.cancel();
-  if (!result.held && !result.error && o->unreplicated) {
-    result.error = errc::not_replicated;
-    result.message = "lock '" + o->req.names->name + "' was granted, but fewer than " +
-                     std::to_string(options_.min_replica_acks) +
-                     " replicas acknowledged it within " +
-                     std::to_string(options_.replica_ack_timeout.count()) +
-                     " ms, each time the wait allowed; it was undone";
-  }
-  const bool held = static_cast<bool>(result.held);
-  const auto deliver = [](acquire_callback& done, acquire_result& r) noexcept {
-    call_user(done, std::move(r));
-  };
-  // A cancelled acquisition whose attempt is still out steps aside once its reply is in
-  // (settle_cancelled): a waiter behind it must not overtake the undo of what it brings.
-  // Without a place on the server to give back, the caller hears at once (every grant).
-  if (o->settling || !keeps_place(*o, held)) {
-    if (!o->settling) step_aside(o, held);
-    auto done = std::move(o->req.done);  // the op may outlive this; the callback's captures not
-    deliver(done, result);
-    return;
-  }
-  // A waiter that gave up hears so once its place on the server is gone: whoever it tells next
-  // (another client reading the queue) must not still find it there. Shared: std::function
-  // needs a copyable target, and a lease is move-only.
-  step_aside(
-      o, held,
-      [done = std::move(o->req.done), result = std::make_shared<acquire_result>(std::move(result)),
-       deliver]() mutable { deliver(done, *result); });
-}
-
-bool lock_core::keeps_place(const op& o, bool held) {
-  return !held && o.may_queue && o.req.kind->keeps_waiter_place() && o.machine.attempts() > 0;
-}
-
-// Hands back a waiter's place on the server at once, rather than leaving the others to wait out
-// its waiter lease.
-void lock_core::step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then) {
-  if (o->queued) leave_queue(o, held);
-  if (keeps_place(*o, held)) {
-    o->req.kind->abandon(call_for(*o->req.names, o->req.owner, o->req.lease_time),
-                         [then = std::move(then)](std::error_code, reply) {
-                           if (then) then();
-                         });
-    return;
-  }
-  if (then) then();
-}
-
-void lock_core::fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply) {
-  std::string message = "acquiring lock '" + o->req.names->name + "': ";
-  if (ec == errc::wrong_type && server_reply.is_error() &&
-      server_reply.str().starts_with("WRONGTYPE holds ")) {
-    // Our scripts' verdict on a name that holds something else: "holds a list, not a lock".
-    message = "lock '" + o->req.names->name + "' " + server_reply.str().substr(10);
-  } else if (ec == errc::wrong_type && server_reply.is_error() &&
-             server_reply.str().starts_with("WRONGTYPE its ")) {
-    // On a key the lock keeps beside its name: "its fencing counter holds a hash, not a count".
-    message = "lock '" + o->req.names->name + "': " + server_reply.str().substr(10);
-  } else if (server_reply.is_error()) {
-    message += server_reply.str();  // the server's own words
-  } else {
-    message += ec.message();
-  }
-  finish(o, {{}, ec, std::move(message)});
-}
-
-// A grant is born dead when its validity, counted from when the attempt was sent, has already
-// passed as its reply arrives: handing it out would give the caller a lease that is lost at once
-// while someone else may take the lock. It is undone on the server instead (ending our hold,
-// which wakes waiters); a re-entry whose grant has run out too means that grant is lost.
-bool lock_core::born_dead(const op& o, bool reentry, steady::time_point sent_at,
-                          steady::time_point now) {
-  if (validity_end(sent_at, o.req.lease_time) > now) return false;
-  if (reentry) {
-    if (auto held = grants_.find_live(*o.req.kind, o.req.names->name, o.req.owner)) {
-      if (grants_.valid(*held, now)) return false;  // the hold it joins is still good
-      counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
-      lose(held, lease_lost_reason::expired);  // which ends the owner's hold on the server
-      return true;
-    }
-  }
-  counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
-  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
-                   undo_tracked());
-  return true;
-}
-
-void lock_core::discard_uncertain_grant(const op& o) {
-  // A re-entry must not drop the holds its owner already has; its count may stay one too
-  // high, which the lease's expiry resolves once the owner releases the rest.
-  if (o.req.kind->reentrant() && grants_.find_live(*o.req.kind, o.req.names->name, o.req.owner)) {
-    return;
-  }
-  o.req.kind->drop(call_for(*o.req.names, o.req.owner, o.req.lease_time, o.req.permits),
-                   undo_tracked());
+  std::string message = "acquiring lock '" + name + "': ";
+  return message.append(server_reply.is_error() ? server_reply.str() : ec.message());
 }
 
 net::reply_callback lock_core::undo_tracked() const {
   return [settled = release_drain::track(releases_)](std::error_code, reply) {};
 }
 
-lease lock_core::grant_hold(const op& o, bool reentry, std::uint64_t fence,
-                            steady::time_point sent_at) {
-  const auto added =
-      grants_.add_hold(o.req, reentry, fence, validity_end(sent_at, o.req.lease_time));
+lease lock_core::hand_out(const acquire_request& r, bool reentry, std::uint64_t fence,
+                          steady::time_point valid_until) {
+  counters.grants.fetch_add(1, std::memory_order_relaxed);
+  const auto added = grants_.add_hold(r, reentry, fence, valid_until);
   if (added.stale) lose(added.stale, lease_lost_reason::not_held);
   after_grant(added);
   auto state = std::make_shared<lease_state>();

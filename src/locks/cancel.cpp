@@ -37,42 +37,10 @@ acquire_handle lock_core::handle_for(const std::shared_ptr<cancellable>& target)
 }
 
 void lock_core::op::cancel() {
-  if (!finished) core->cancel_now(std::static_pointer_cast<op>(shared_from_this()));
-}
-
-void lock_core::cancel_now(const std::shared_ptr<op>& o) {
-  // An attempt out now is settled when its reply comes (finish).
-  finish(o, {{}, errc::cancelled, "acquiring lock '" + o->req.names->name + "': cancelled"});
-}
-
-// The reply to the attempt that was out when `o` was cancelled.
-void lock_core::settle_cancelled(const std::shared_ptr<op>& o, std::error_code ec, const reply& r) {
-  o->settling = false;
-  // Until what follows has reached the server, a closing client waits: an undo is tracked on its
-  // own, a place handed back keeps this guard until its reply.
-  const auto settled = std::move(o->settle_guard);
-  bool undone = false;
-  if (!ec || ec == errc::not_replicated) {  // not_replicated: granted on the master all the same
-    const auto outcome = o->req.kind->decode_attempt(r);
-    using type = attempt_outcome::type;
-    if (outcome.what == type::granted || outcome.what == type::reentered) {
-      // Exactly the hold this attempt added goes, as a release would: a re-entry's count, or the
-      // lock if it was a fresh grant. Not a drop, which ends the owner's hold whatever its count:
-      // another acquisition by the same owner (the thread's own try_acquire, say) may have
-      // re-entered this grant since, and its hold must stay.
-      o->req.kind->release(call_for(*o->req.names, o->req.owner, o->req.lease_time, o->req.permits),
-                           undo_tracked());
-      undone = true;
-    }
-  } else if (ec == errc::timeout || ec == errc::connection_lost) {
-    discard_uncertain_grant(*o);  // the script may have run
+  if (!fsm.finished()) {
+    core->drive(std::static_pointer_cast<op>(shared_from_this()),
+                acquisition_fsm::event::of(acquisition_fsm::event::type::cancel, steady::now()));
   }
-  if (!undone) {
-    step_aside(o, false, [settled] {});
-    return;
-  }
-  // The release has gone out (and handed the lock on); the next waiter here tries after it.
-  if (o->queued) leave_queue(o, false);
 }
 
 }  // namespace detail

@@ -1,42 +1,39 @@
 // The lock core's I/O-thread state, shared by the files that implement it: one pending
-// acquisition (op) and the runtime (timers, waiter queues).
+// acquisition (op: its state machine and what the driver acts with) and the runtime (timers,
+// waiter queues).
 #pragma once
 
 #include <asio/steady_timer.hpp>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "locks/acquisition_fsm.hpp"
 #include "locks/lock_core.hpp"
 
 namespace dlock::detail {
 
 struct lock_core::op : cancellable {
-  op(lock_core* c, acquire_request r)
-      : core(c), req(std::move(r)), machine(req.limits), timer(core->io().context()) {}
+  op(lock_core* c, acquire_request r, acquisition_setup setup)
+      : core(c), req(std::move(r)), fsm(std::move(setup)), timer(core->io().context()) {}
   void cancel() override;  // cancel.cpp
   // Not an owner: the client's handles keep the core alive, and the core's destructor finishes
   // every acquisition still pending (with errc::client_closed) before it lets go of anything.
   // So no handler on the I/O thread ever holds the last reference to the client.
   lock_core* core;
   acquire_request req;
-  acquire_machine machine;
+  acquisition_fsm fsm;  // decides; everything below is what the driver acts with
   asio::steady_timer timer;
   std::uint64_t timer_epoch = 0;
   node_id node = 0;
-  bool may_queue = true;      // false: a single attempt, or a re-entry
-  bool reentry = false;       // the owner held this lock here when the acquisition began
-  bool direct_claim = false;  // its first attempt went out directly (see claim_direct)
-  bool queued = false;
-  bool attempting = false;
-  bool woken_during_attempt = false;
-  bool finished = false;
-  bool unreplicated = false;  // a grant was undone because too few replicas acknowledged it
-  // Cancelled with an attempt out: finished for its caller, but it keeps its place in the local
-  // queue until the attempt's reply is in and any grant it brings is undone (cancel.cpp).
-  bool settling = false;
+  lease held;                          // the grant's lease, from hand_out until delivered
+  reply last_error;                    // the server's reply behind the last failed attempt, if any
   std::shared_ptr<void> settle_guard;  // while settling: a closing client waits (release_drain)
-  reply last_error;  // the server's error reply behind the last failed attempt, if any
+  // Events that came while the driver was carrying out this acquisition's actions (an action
+  // whose callback runs inline), taken in order once it is done.
+  bool driving = false;
+  std::vector<acquisition_fsm::event> backlog;
 };
 
 struct lock_core::runtime {

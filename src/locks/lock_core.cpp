@@ -159,7 +159,7 @@ lock_core::~lock_core() {
       waiting.assign(pending_ops_.begin(), pending_ops_.end());
     }
     for (const auto& o : waiting)
-      fail(o, errc::client_closed, {});
+      drive(o, acquisition_fsm::event::of(acquisition_fsm::event::type::close, steady::now()));
     // Then the other waits on this client (latch waits); each may forget itself as it ends.
     auto closers = std::move(closers_);
     closers_.clear();

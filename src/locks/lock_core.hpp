@@ -1,8 +1,9 @@
 // The inside of a dlock::client: its topology (the connections), the grants it holds, the
 // watchdog that renews them and the expiry watch that declares them lost, and the acquisitions
 // in progress with their waiter queues. The concepts live in their own files:
-//   acquire_driver.cpp  one acquisition: attempts, waits, born-dead grants, finishing
-//   cancel.cpp          cancelling one, and undoing the grant an attempt then in flight brings
+//   acquisition_fsm.*   one acquisition's decisions, sans-io: attempts, waits, born-dead and
+//                       unreplicated grants, cancelling, settling, finishing
+//   acquire_driver.cpp  carries out those decisions; cancel.cpp: cancelling one
 //   waiting.cpp         waiter queues, subscriptions, unlock messages (waiter_queue.hpp decides)
 //   release.cpp         releases and extensions, and the echo of our own unlock messages
 //   watchdog.cpp        renewal rounds (renewal_plan.hpp groups them) and the expiry watch
@@ -34,7 +35,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/multi_lock.hpp"
-#include "locks/acquire_machine.hpp"
+#include "locks/acquisition_fsm.hpp"
 #include "locks/grant.hpp"
 #include "locks/grant_registry.hpp"
 #include "locks/guarded_calls.hpp"
@@ -154,8 +155,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// multi-lock's one call over several names) as an ordinary lease: registered, renewed by the
   /// watchdog unless `o` fixes the lease time, signalled when lost, released on its own. A grant
   /// whose validity, counted from `sent_at`, has already ended is undone on the server instead
-  /// and an empty lease returned, as the driver does (born_dead). I/O thread (it may run
-  /// on_lost callbacks); throws as make_request (multi_grant.cpp).
+  /// and an empty lease returned, as the driver does (acquisition_fsm::undo_if_dead). I/O thread
+  /// (it may run on_lost callbacks); throws as make_request (multi_grant.cpp).
   lease adopt_grant(const lock_handle& h, const std::string& owner, const lease_options& o,
                     std::uint64_t fence, bool reentry, steady::time_point sent_at);
   /// Releases one hold. Blocks for the server's answer unless on the I/O thread (then it sends
@@ -228,35 +229,35 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
                                   std::chrono::milliseconds lease) const;
 
   // acquire_driver.cpp (I/O thread, except the direct first attempt)
-  void start(const std::shared_ptr<op>& o);
-  void send_attempt(const std::shared_ptr<op>& o, steady::time_point until);
+  /// Feeds `e` to `o`'s state machine and carries out the actions it returns, until it waits.
+  /// An event arriving meanwhile (from an action's inline callback) is fed after them.
+  void drive(const std::shared_ptr<op>& o, acquisition_fsm::event e);
+  /// Carries out `a`; returns the answer the machine asked for, or carried_out.
+  acquisition_fsm::event carry_out(const std::shared_ptr<op>& o, const acquisition_fsm::action& a);
+  /// An event of `what` now, with `o`'s turn in the local queue as the queue has it.
+  acquisition_fsm::event event_for(const std::shared_ptr<op>& o,
+                                   acquisition_fsm::event::type what) const;
   void submit_attempt(const std::shared_ptr<op>& o, steady::time_point until);
   void on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
                         steady::time_point sent_at);
-  void on_unreplicated_grant(const std::shared_ptr<op>& o, const reply& r, steady::time_point now);
-  void on_busy(const std::shared_ptr<op>& o, std::int64_t pttl, steady::time_point now);
-  void run_step(const std::shared_ptr<op>& o, acquire_machine::step s);
+  /// The hold an acquisition of `r` re-entered, as the grants table has it at `now`.
+  attempt_reply::joined joined_hold(const acquire_request& r, steady::time_point now) const;
+  /// Undoes a grant made for `r` that nobody is handed, as `how` says.
+  void undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead);
   void arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at);
-  void wake(const std::shared_ptr<op>& o);
-  void finish(const std::shared_ptr<op>& o, acquire_result result);
-  void fail(const std::shared_ptr<op>& o, std::error_code ec, const reply& server_reply);
-  /// Leaves the local queue and, for a waiter that ends without the lock, hands back its place
-  /// on the server. `then` (may be empty) runs once that place is given back (when the server
-  /// answers), or at once if there was none.
-  void step_aside(const std::shared_ptr<op>& o, bool held, std::function<void()> then = {});
-  /// True if `o`, ending (held or not), still has a place on the server to give back.
-  static bool keeps_place(const op& o, bool held);
-  bool born_dead(const op& o, bool reentry, steady::time_point sent_at, steady::time_point now);
-  void discard_uncertain_grant(const op& o);
+  void deliver(op& o, const acquisition_fsm::action& a);
+  std::string failure_message(const op& o, std::error_code ec, const reply& server_reply) const;
   /// The reply callback for a command that undoes a grant nobody was handed: counted as a
   /// release is (release_drain), so a client closing meanwhile waits for it.
   net::reply_callback undo_tracked() const;
-  lease grant_hold(const op& o, bool reentry, std::uint64_t fence, steady::time_point sent_at);
+  /// Registers a grant made for `r` (watchdog, expiry watch, on_lost) and makes its lease.
+  lease hand_out(const acquire_request& r, bool reentry, std::uint64_t fence,
+                 steady::time_point valid_until);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
 
-  // cancel.cpp (I/O thread)
-  void cancel_now(const std::shared_ptr<op>& o);
-  void settle_cancelled(const std::shared_ptr<op>& o, std::error_code ec, const reply& r);
+  // waiting.cpp (I/O thread)
+  /// Wakes `o`: an unlock message, or a subscription confirmed (the lock may be free).
+  void wake(const std::shared_ptr<op>& o);
 
   // How long a lingering subscription (lock_kind::lingers) outlives its last waiter.
   static constexpr std::chrono::seconds linger_time{2};

@@ -164,10 +164,9 @@ void lock_core::attempt_behind_release(const std::string& channel, const lock_ki
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.empty() || it->second.others_waited) return;
   const auto front = it->second.front();
-  if (front->finished || front->attempting) return;
-  const auto now = steady::now();
-  if (activity_.yielding(channel, now)) return;
-  run_step(front, front->machine.on_wake(now));
+  if (front->fsm.finished() || front->fsm.attempting()) return;
+  if (activity_.yielding(channel, steady::now())) return;
+  drive(front, event_for(front, acquisition_fsm::event::type::behind_release));
 }
 
 // If another client is waiting, we yield: it was just told the lock is free, and racing it would
@@ -198,9 +197,9 @@ void lock_core::after_release(const std::string& channel, queue::release_note no
       return;
     case queue::release_action::yield: {
       auto front = it->second.front();
-      if (!front->attempting) {
-        arm_op_timer(front, std::min(now + yield_for, front->req.limits.deadline));
-      }
+      auto e = event_for(front, acquisition_fsm::event::type::yield);
+      e.until = now + yield_for;
+      drive(front, e);
       return;
     }
   }

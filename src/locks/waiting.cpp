@@ -11,7 +11,6 @@ lock_core::queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
     it = rt_->queues.emplace(channel, queue(o->req.kind->max_holders())).first;
   }
   it->second.push(o);
-  o->queued = true;
   activity_.add_local(channel, +1);
   return it->second;
 }
@@ -28,7 +27,6 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
   auto& q = it->second;
   const bool was_admitted = q.admitted(o);
   q.remove(o);
-  o->queued = false;
   activity_.add_local(channel, -1);
   if (q.empty() && q.subscription != 0 && o->req.kind->lingers()) {
     q.idle_since = steady::now();
@@ -48,16 +46,11 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
   if (!next) return;
   io().post([next = *next, granted, lease = o->req.lease_time] {
     auto& core = *next->core;
-    if (next->finished || !core.admitted(next)) return;
-    // A grant of a mutex means it is held now; a shared kind (readers, permits) may admit the
-    // next one too. An attempt of the next one's already out (sent behind a release) answers
-    // for itself.
-    if (granted && next->req.kind->max_holders() == 1) {
-      if (next->attempting) return;
-      core.run_step(next, next->machine.on_busy(lease.count(), steady::now()));
-    } else {
-      core.wake(next);
-    }
+    if (next->fsm.finished() || !core.admitted(next)) return;
+    auto e = core.event_for(next, acquisition_fsm::event::type::admitted);
+    e.predecessor_granted = granted;
+    e.predecessor_lease = lease;
+    core.drive(next, e);
   });
 }
 
@@ -70,7 +63,10 @@ bool lock_core::admitted(const std::shared_ptr<op>& o) const {
 // behind it: the direct one, which came first, takes its place in the queue now.
 void lock_core::queue_direct_first(const std::string& channel) {
   auto first = std::static_pointer_cast<op>(activity_.direct(channel));
-  if (first && first->direct_claim && !first->queued && !first->finished) join_queue(first);
+  if (first && first->fsm.direct_claim() && !first->fsm.queued() && !first->fsm.finished()) {
+    join_queue(first);
+    drive(first, acquisition_fsm::event::of(acquisition_fsm::event::type::queued, steady::now()));
+  }
 }
 
 void lock_core::subscribe(queue& q, const std::string& channel) {
@@ -81,6 +77,10 @@ void lock_core::subscribe(queue& q, const std::string& channel) {
                              on_unlock_message(channel, message);
                            }),
                            unowned([this, channel] { on_subscribed(channel); }));
+}
+
+void lock_core::wake(const std::shared_ptr<op>& o) {
+  drive(o, event_for(o, acquisition_fsm::event::type::woken));
 }
 
 void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
