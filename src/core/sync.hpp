@@ -3,6 +3,7 @@
 // the clang build checks every access. libstdc++'s std::mutex carries no such annotations.
 #pragma once
 
+#include <cassert>
 #include <mutex>
 
 #include "dlock/thread_annotations.hpp"
@@ -24,6 +25,18 @@ class DLOCK_CAPABILITY("mutex") mutex {
 inline void assume_held(const mutex& m) DLOCK_THREAD_ANNOTATION(assert_capability(m)) {
   static_cast<void>(m);
 }
+
+/// A thread's role as a capability (the analysis's "role" idiom): state that one thread alone may
+/// touch is DLOCK_GUARDED_BY its role, and code reaches it only after saying that it runs there
+/// (`assert_here`), which the analysis takes as holding the role and debug builds check.
+class DLOCK_CAPABILITY("role") thread_role {
+ public:
+  /// `here`: whether the caller runs in the role's thread (asserted in debug builds).
+  void assert_here(bool here) const DLOCK_THREAD_ANNOTATION(assert_capability(this)) {
+    assert(here);
+    static_cast<void>(here);
+  }
+};
 
 /// std::lock_guard for detail::mutex.
 class DLOCK_SCOPED_CAPABILITY lock_guard {

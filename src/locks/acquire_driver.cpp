@@ -50,6 +50,7 @@ event lock_core::event_for(const std::shared_ptr<op>& o, event::type what) const
 }
 
 void lock_core::drive(const std::shared_ptr<op>& o, event e) {
+  on_io_thread();
   if (o->driving) {
     o->backlog.push_back(std::move(e));
     return;

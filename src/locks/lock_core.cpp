@@ -83,7 +83,10 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
       delete p;
     }
   });
-  core->io().run([&] { core->rt_ = std::make_unique<runtime>(core->io().context()); });
+  core->io().run([&] {
+    core->on_io_thread();
+    core->rt_ = std::make_unique<runtime>(core->io().context());
+  });
   // Built now, after the libraries the client uses have registered their exit cleanups, so that
   // exit joins a teardown before it runs them (teardown_threads.hpp).
   teardown_threads::prepare();
@@ -150,6 +153,7 @@ lock_core::~lock_core() {
     releases_->wait_until(detail::saturating_add(steady::now(), patience));
   }
   io().run([&] {
+    on_io_thread();
     // Everything still in flight ends now, while the core is whole: replies to attempts and
     // releases fail with client_closed, then every acquisition still waiting is told so.
     topology_->close(errc::client_closed);

@@ -228,12 +228,19 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   steady::time_point validity_end(steady::time_point sent_at,
                                   std::chrono::milliseconds lease) const;
 
+  /// Says that the caller runs on the I/O thread, where the runtime's state (rt_) lives; clang's
+  /// analysis refuses that state to code that has not said so, debug builds check it.
+  void on_io_thread() const DLOCK_THREAD_ANNOTATION(assert_capability(io_role_)) {
+    io_role_.assert_here(io_->in_io_thread());
+  }
+
   // acquire_driver.cpp (I/O thread, except the direct first attempt)
   /// Feeds `e` to `o`'s state machine and carries out the actions it returns, until it waits.
   /// An event arriving meanwhile (from an action's inline callback) is fed after them.
   void drive(const std::shared_ptr<op>& o, acquisition_fsm::event e);
   /// Carries out `a`; returns the answer the machine asked for, or carried_out.
-  acquisition_fsm::event carry_out(const std::shared_ptr<op>& o, const acquisition_fsm::action& a);
+  acquisition_fsm::event carry_out(const std::shared_ptr<op>& o, const acquisition_fsm::action& a)
+      DLOCK_REQUIRES(io_role_);
   /// An event of `what` now, with `o`'s turn in the local queue as the queue has it.
   acquisition_fsm::event event_for(const std::shared_ptr<op>& o,
                                    acquisition_fsm::event::type what) const;
@@ -308,7 +315,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   using op_set = std::unordered_set<std::shared_ptr<op>>;
   op_set pending_ops_ DLOCK_GUARDED_BY(ops_mutex_);
   spare_nodes<op_set> spare_op_nodes_ DLOCK_GUARDED_BY(ops_mutex_);
-  std::unique_ptr<runtime> rt_;  // I/O-thread-only state; created and destroyed there
+  // The I/O thread's role: what only that thread touches is guarded by it (on_io_thread).
+  thread_role io_role_;
+  std::unique_ptr<runtime> rt_ DLOCK_GUARDED_BY(io_role_);  // created and destroyed there
   // on_close registrations by id (I/O thread only).
   std::map<std::uint64_t, std::function<void()>> closers_;
   std::uint64_t next_closer_ = 1;

@@ -149,6 +149,7 @@ bool lock_core::extend(lease_state& hold, milliseconds lease_time) {
 }
 
 lock_core::queue::release_note lock_core::before_release(const std::string& channel) {
+  on_io_thread();
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.empty()) return {};
   return it->second.release_started();
@@ -160,6 +161,7 @@ lock_core::queue::release_note lock_core::before_release(const std::string& chan
 // client takes the lock in between, the attempt finds it held and the waiter waits on, as it
 // would have anyway. With other clients waiting we yield instead (after_release).
 void lock_core::attempt_behind_release(const std::string& channel, const lock_kind& kind) {
+  on_io_thread();
   if (kind.max_holders() != 1) return;
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.empty() || it->second.others_waited) return;
@@ -178,6 +180,7 @@ void lock_core::attempt_behind_release(const std::string& channel, const lock_ki
 // for the message's echo: it tries at once.
 void lock_core::after_release(const std::string& channel, queue::release_note note, const reply& r,
                               steady::duration round_trip) {
+  on_io_thread();
   const bool released = r.is_integer() && r.integer() >= 1;
   const auto receivers = released ? r.integer() - 1 : 0;
   const auto now = steady::now();

@@ -5,6 +5,7 @@
 namespace dlock::detail {
 
 lock_core::queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
+  on_io_thread();
   const auto& channel = o->req.names->channel;
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) {
@@ -21,6 +22,7 @@ lock_core::queue& lock_core::join_queue(const std::shared_ptr<op>& o) {
 // (its deadline passed), and the one after it... each in its own turn of the loop, never one
 // deep recursion.
 void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
+  on_io_thread();
   const auto& channel = o->req.names->channel;
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
@@ -55,6 +57,7 @@ void lock_core::leave_queue(const std::shared_ptr<op>& o, bool granted) {
 }
 
 bool lock_core::admitted(const std::shared_ptr<op>& o) const {
+  on_io_thread();
   auto it = rt_->queues.find(o->req.names->channel);
   return it != rt_->queues.end() && it->second.admitted(o);
 }
@@ -84,6 +87,7 @@ void lock_core::wake(const std::shared_ptr<op>& o) {
 }
 
 void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
+  on_io_thread();
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end() || it->second.empty()) return;
   // Copies: waking may change the queue.
@@ -93,6 +97,7 @@ void lock_core::wake_front(const std::string& channel, std::size_t how_many) {
 
 // A lingering subscription ends once nobody has waited on it for a while.
 void lock_core::arm_linger_sweep() {
+  on_io_thread();
   if (std::exchange(rt_->linger_armed, true)) return;
   rt_->linger_timer.expires_after(linger_time);
   rt_->linger_timer.async_wait(unowned([this](std::error_code ec) {
@@ -101,6 +106,7 @@ void lock_core::arm_linger_sweep() {
 }
 
 void lock_core::end_idle_subscriptions() {
+  on_io_thread();
   rt_->linger_armed = false;
   const auto now = steady::now();
   bool lingering = false;
@@ -121,6 +127,7 @@ void lock_core::end_idle_subscriptions() {
 }
 
 void lock_core::on_unlock_message(const std::string& channel, std::string_view message) {
+  on_io_thread();
   counters.unlock_messages.fetch_add(1, std::memory_order_relaxed);
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
@@ -134,6 +141,7 @@ void lock_core::on_unlock_message(const std::string& channel, std::string_view m
 }
 
 void lock_core::on_subscribed(const std::string& channel) {
+  on_io_thread();
   auto it = rt_->queues.find(channel);
   if (it == rt_->queues.end()) return;
   it->second.confirmed = true;

@@ -23,6 +23,7 @@ void lock_core::after_grant(const grant_registry::added& a) {
 }
 
 void lock_core::schedule_renewal(bool soon) {
+  on_io_thread();
   if (!rt_ || (rt_->renew_scheduled && !soon)) return;
   rt_->renew_scheduled = true;
   // Re-arming cancels a wait already pending (its handler sees operation_aborted).
@@ -40,6 +41,7 @@ void lock_core::schedule_renewal(bool soon) {
 // once so that each node's batches leave in one pipelined write. A hold released meanwhile is
 // harmless: renewals only extend a lock its owner still holds.
 void lock_core::renew_all() {
+  on_io_thread();
   rt_->renew_scheduled = false;
   const auto sent_at = steady::now();
   const auto deadline =
@@ -88,6 +90,7 @@ void lock_core::renew_all() {
 }
 
 void lock_core::arm_expiry_check() {
+  on_io_thread();
   if (!rt_) return;
   const auto at = grants_.next_expiry();
   if (at == steady::time_point::max()) return;
