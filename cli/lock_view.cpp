@@ -72,10 +72,11 @@ nlohmann::json ttl_json(std::chrono::milliseconds ttl) {
 }  // namespace
 
 // Recognises the kind from the keys (docs/cli.md): a hash with a `mode` field is a read-write
-// lock; a hash (or nothing) beside a `redisson_lock_queue:{NAME}` list is a fair lock; a string
-// holding an integer is a leased semaphore when its `{NAME}:timeout` zset exists, else a
-// semaphore or a latch (Redisson keeps both as a bare count) unless it has an expiry, which
-// only a lock's token has. RedLock keeps mutexes only: its snapshot is taken across masters.
+// lock; a hash (or nothing) the library's snapshot judges a fair lock (its queue exists beside
+// it) is one; a string holding an integer is a leased semaphore when its `{NAME}:timeout` zset
+// exists, else a semaphore or a latch (Redisson keeps both as a bare count) unless it has an
+// expiry, which only a lock's token has. RedLock keeps mutexes only: its snapshot is taken
+// across masters.
 shown inspect(const dlock::client& c, const std::string& name) {
   shown s;
   const auto snapshot = [&] { return c.reentrant(name).info(); };
@@ -84,18 +85,15 @@ shown inspect(const dlock::client& c, const std::string& name) {
   } else if (const auto type = c.command(name, {"TYPE", name}).str();
              type == "hash" || type == "none") {
     const auto mode = type == "hash" ? c.command(name, {"HGET", name, "mode"}) : reply();
-    const auto queue = derived_key("redisson_lock_queue", name);
     if (!mode.is_nil() && (mode.str() == "read" || mode.str() == "write")) {
       s.info = c.read_write(name).read().info();  // its waiters listen on redisson_rwlock:{NAME}
       if (s.info.type == lock_type::reentrant) {
         s.info.type = lock_type::read_write;
         s.mode = mode.str();
       }
-    } else if (c.command(queue, {"EXISTS", queue}).integer() == 1) {
+    } else if (s.info = snapshot(); s.info.kind == lock_type::fair) {
       s.info = c.fair(name).info();  // its queue; the lock itself may be free a moment
       if (s.info.type == lock_type::none) s.kind = "fair";
-    } else {
-      s.info = snapshot();
     }
   } else if (const auto value =
                  type == "string" ? integer_of(c.command(name, {"GETRANGE", name, "0", "20"}).str())

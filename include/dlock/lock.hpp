@@ -68,6 +68,14 @@ struct lock_info {
   /// A fair lock's queue, first in line first (owner ids); for a read-write lock, its `mode`
   /// ("read" or "write") as the only entry. Empty otherwise.
   std::vector<std::string> queue;
+  /// What kind of lock the name is, judged by its keys alone, whichever lock object asked
+  /// (kinds that share a layout are told apart by what they keep beside it): `read_write` for a
+  /// lock's hash with a `mode` field; `fair` while a fair lock's queue of waiters
+  /// (`redisson_lock_queue:{NAME}`) exists beside a lock's hash or beside no key (the lock free a
+  /// moment between two holders: `type` is then `none`); otherwise what the lock's key alone
+  /// is: `none`, `reentrant`, `simple` or `other`. A fair lock nobody waits for has no queue, and
+  /// is `reentrant`: the two keep the same hash.
+  lock_type kind = lock_type::none;
 };
 
 /// How an asynchronous acquisition ended: granted (`held` is set), not acquired within the wait

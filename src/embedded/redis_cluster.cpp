@@ -1,10 +1,13 @@
+// The embedded cluster's creation, and what it reports of itself: ports, slot owners, health.
+// redis_cluster_faults.cpp kills and pauses nodes and waits for failovers;
+// redis_cluster_migration.cpp moves slots.
 #include "embedded/redis_cluster.hpp"
 
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "cluster_nodes.hpp"
 #include "embedded/process.hpp"
 #include "embedded/resp_client.hpp"
 #include "poller.hpp"
@@ -25,32 +28,10 @@ std::uint16_t as_port(const resp_value& v) {
                                                                         : std::stol(v.text));
 }
 
-// One line of CLUSTER NODES: "<id> <ip:port@cport[,host]> <flags> <master-id> ...".
-struct node_line {
-  std::string id, flags, master_id;
-  std::uint16_t port = 0;
-};
-
-std::vector<node_line> parse_nodes(const std::string& text) {
-  std::vector<node_line> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    node_line n;
-    std::string addr;
-    if (!(fields >> n.id >> addr >> n.flags >> n.master_id)) continue;
-    const auto colon = addr.rfind(':', addr.find('@'));
-    if (colon == std::string::npos) continue;
-    n.port = static_cast<std::uint16_t>(std::stoul(addr.substr(colon + 1)));
-    out.push_back(n);
-  }
-  return out;
-}
-
 // Who replicates whom, as one node sees it, leaving out nodes it considers failed.
 std::map<std::string, std::string> replication_links(const std::string& cluster_nodes) {
   std::map<std::string, std::string> links;
-  for (const auto& n : parse_nodes(cluster_nodes)) {
+  for (const auto& n : parse_cluster_nodes(cluster_nodes)) {
     if (n.flags.find("fail") == std::string::npos) links[n.id] = n.master_id;
   }
   return links;
@@ -302,172 +283,6 @@ std::string redis_cluster::describe() {
            "), log tail:\n" + nodes_[i]->log_tail(8);
   }
   return out;
-}
-
-redis_cluster::killed_master redis_cluster::snapshot(std::size_t master) {
-  const auto port = advertised_port(master);
-  // Asked of the master itself while it lives; afterwards only the others know.
-  std::size_t asked = master;
-  if (!node(master).answering()) {
-    asked = nodes_.size();
-    for (std::size_t i = 0; i < nodes_.size() && asked == nodes_.size(); ++i) {
-      if (nodes_[i]->answering()) asked = i;
-    }
-    if (asked == nodes_.size()) throw server_error("no cluster node is running");
-  }
-  killed_master k;
-  for (const auto& r : slots_of(asked)) {
-    if (r.master_port == port) k.ranges.push_back(r);
-  }
-  // CLUSTER SLOTS leaves out replicas it considers unusable; CLUSTER NODES lists every one.
-  const auto nodes = resp_client(node(asked).port()).checked({"CLUSTER", "NODES"}).text;
-  for (const auto& n : parse_nodes(nodes)) {
-    if (n.master_id == ids_.at(master) && n.flags.find("slave") != std::string::npos) {
-      k.replicas.push_back(index_of_port(n.port));
-    }
-  }
-  return k;
-}
-
-void redis_cluster::remember_slots(std::size_t i) {
-  if (!node(i).answering()) return;
-  try {
-    auto k = snapshot(i);
-    if (!k.ranges.empty()) killed_[i] = std::move(k);
-  } catch (const server_error&) {
-    // wait_failover asks the survivors instead
-  }
-}
-
-void redis_cluster::kill_node(std::size_t i) {
-  remember_slots(i);
-  node(i).kill();
-}
-
-void redis_cluster::pause_node(std::size_t i) {
-  remember_slots(i);
-  node(i).pause();
-}
-
-std::size_t redis_cluster::wait_failover(std::size_t killed, std::chrono::milliseconds timeout) {
-  const auto it = killed_.find(killed);
-  const killed_master k = it != killed_.end() ? it->second : snapshot(killed);
-  if (k.ranges.empty()) {
-    throw server_error("wait_failover: node " + std::to_string(killed) + " served no slots");
-  }
-  if (k.replicas.empty()) {
-    throw server_error("wait_failover: node " + std::to_string(killed) + " has no replica");
-  }
-  // A replica has taken over once it says so and every running node routes the slots to it.
-  auto took_over = [&](std::size_t r) {
-    const auto port = advertised_port(r);
-    const auto role = resp_client(node(r).port()).checked({"ROLE"});
-    if (role.elements.empty() || role.elements[0].text != "master") return false;
-    for (std::size_t n = 0; n < nodes_.size(); ++n) {
-      if (!nodes_[n]->answering()) continue;
-      const auto map = slots_of(n);
-      for (const auto& want : k.ranges) {
-        std::size_t served = 0;
-        for (const auto& have : map) {
-          if (have.master_port != port || have.last < want.first || have.first > want.last) {
-            continue;
-          }
-          served += std::min(have.last, want.last) - std::max(have.first, want.first) + 1u;
-        }
-        if (served != want.last - want.first + 1u) return false;
-      }
-    }
-    return true;
-  };
-  poller p(timeout);
-  std::string last_error;
-  do {
-    for (const auto r : k.replicas) {
-      if (!node(r).answering()) continue;
-      try {
-        if (took_over(r)) {
-          killed_.erase(killed);
-          return r;
-        }
-      } catch (const server_error& e) {
-        last_error = e.what();
-      }
-    }
-  } while (p.again());
-  throw server_error("no replica of node " + std::to_string(killed) + " took over its slots in " +
-                     ms(timeout) + (last_error.empty() ? "" : " (" + last_error + ")") + "\n" +
-                     describe());
-}
-
-void redis_cluster::begin_migration(std::uint16_t slot, std::size_t from, std::size_t to) {
-  const auto s = std::to_string(slot);
-  // Importing first: from the moment the source says MIGRATING, its ASK redirects must be
-  // honoured by the target.
-  resp_client(node(to).port()).checked({"CLUSTER", "SETSLOT", s, "IMPORTING", node_id(from)});
-  resp_client(node(from).port()).checked({"CLUSTER", "SETSLOT", s, "MIGRATING", node_id(to)});
-}
-
-std::size_t redis_cluster::move_keys(std::uint16_t slot, std::size_t from, std::size_t to,
-                                     std::size_t max_keys) {
-  resp_client source(node(from).port());
-  std::size_t moved = 0;
-  while (moved < max_keys) {
-    const auto batch = std::min<std::size_t>(max_keys - moved, 100);
-    const auto keys =
-        source.checked({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), std::to_string(batch)});
-    if (keys.elements.empty()) break;
-    // REPLACE: while the slot migrates, the source's copy of a key is the one clients see.
-    std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(node(to).port()),
-                                     "",        "0",         "5000",
-                                     "REPLACE", "KEYS"};
-    for (const auto& key : keys.elements)
-      args.push_back(key.text);
-    source.checked(args);
-    moved += keys.elements.size();
-  }
-  return moved;
-}
-
-void redis_cluster::finish_migration(std::uint16_t slot, std::size_t from, std::size_t to) {
-  move_keys(slot, from, to, static_cast<std::size_t>(-1));
-  const auto s = std::to_string(slot);
-  // The target first, so that the slot never has no owner willing to serve it; then the source,
-  // which stops redirecting with ASK; then the other masters, so that gossip need not.
-  std::vector<std::size_t> order = {to, from};
-  for (const auto m : master_indexes()) {
-    if (m != to && m != from) order.push_back(m);
-  }
-  for (const auto n : order)
-    resp_client(node(n).port()).checked({"CLUSTER", "SETSLOT", s, "NODE", node_id(to)});
-  poller p(std::max<std::chrono::milliseconds>(options_.node_timeout * 10, 10s));
-  std::string problem;
-  do {
-    problem.clear();
-    for (std::size_t n = 0; n < nodes_.size() && problem.empty(); ++n) {
-      if (!nodes_[n]->answering()) continue;
-      try {
-        bool owned = false;
-        for (const auto& r : slots_of(n)) {
-          owned =
-              owned || (r.first <= slot && slot <= r.last && r.master_port == advertised_port(to));
-        }
-        if (!owned)
-          problem = "node " + std::to_string(n) + " does not route the slot to node " +
-                    std::to_string(to);
-      } catch (const server_error& e) {
-        problem = e.what();
-      }
-    }
-    if (problem.empty()) return;
-  } while (p.again());
-  throw server_error("finish_migration of slot " + s + ": " + problem + "\n" + describe());
-}
-
-void redis_cluster::migrate_slot(std::uint16_t slot, std::size_t from, std::size_t to,
-                                 bool finish) {
-  begin_migration(slot, from, to);
-  move_keys(slot, from, to, static_cast<std::size_t>(-1));
-  if (finish) finish_migration(slot, from, to);
 }
 
 }  // namespace dlock::embedded

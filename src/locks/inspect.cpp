@@ -30,7 +30,17 @@ std::uint64_t parse_u64(const reply& r) {
   return v;
 }
 
-// Reads the state array of _snapshot.lua: {type, layout, pttl, fence, owner1, holds1, ...}.
+// The kinds that share a layout, told apart by what the snapshot found beside the lock's key: a
+// reentrant lock's hash with a `mode` field is a read-write lock's; a fair lock keeps a queue of
+// waiters beside its hash, which may be free a moment between two holders.
+lock_type kind_by_keys(lock_type type, std::string_view mode, bool queued) {
+  if (type == lock_type::reentrant && !mode.empty()) return lock_type::read_write;
+  if (queued && (type == lock_type::reentrant || type == lock_type::none)) return lock_type::fair;
+  return type;
+}
+
+// Reads the state array of _snapshot.lua: {type, layout, pttl, fence, mode, queued, owner1,
+// holds1, ...}.
 lock_info parse_snapshot(const reply& r) {
   lock_info info;
   const auto& type = r.at(0).str();
@@ -43,16 +53,10 @@ lock_info parse_snapshot(const reply& r) {
   if (pttl == -1) info.ttl = std::chrono::milliseconds::max();
   if (pttl >= 0) info.ttl = std::chrono::milliseconds(pttl);
   info.fence = parse_u64(r.at(3));
+  info.kind = kind_by_keys(info.type, r.at(4).str(), r.at(5).integer() == 1);
   const auto& e = r.elements();
-  for (std::size_t i = 4; i + 1 < e.size(); i += 2) {
-    if (info.type == lock_type::reentrant && e[i].str() == "mode") {
-      // Redisson's read-write lock: `mode` says which side holds it; the rest are holders.
-      info.type = lock_type::read_write;
-      info.queue.push_back(e[i + 1].str());
-      continue;
-    }
+  for (std::size_t i = 6; i + 1 < e.size(); i += 2)
     info.holders.push_back({e[i].str(), e[i + 1].integer()});
-  }
   return info;
 }
 
@@ -157,7 +161,8 @@ void add_waiters(const std::shared_ptr<detail::lock_handle>& h, lock_info info,
 
 void read_info(const std::shared_ptr<detail::lock_handle>& h, info_callback done) {
   const auto& n = *h->names;
-  const std::string_view keys[] = {n.name, n.fence_key};
+  const auto queue = derived_key("redisson_lock_queue", n.name);
+  const std::string_view keys[] = {n.name, n.fence_key, queue};
   snapshot_across(*h->core, lock_info_script(), n.name, keys, {},
                   [h, done = std::move(done)](call_result<lock_info> r) {
                     if (r.error) return detail::deliver(done, std::move(r));
@@ -255,7 +260,8 @@ call_awaitable<lock_info> basic_lock::force_unlock_async(force_unlock_check chec
 
 std::optional<lock_holder> basic_lock::holder() const {
   const auto& n = *handle_->names;
-  const std::string_view keys[] = {n.name, n.fence_key};
+  const auto queue = derived_key("redisson_lock_queue", n.name);
+  const std::string_view keys[] = {n.name, n.fence_key, queue};
   const auto i = snapshot_across(*handle_->core, lock_info_script(), n.name, keys, {});
   if (i.type == lock_type::none) return std::nullopt;
   const auto expected = handle_->kind->public_type();

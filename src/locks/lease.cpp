@@ -1,7 +1,6 @@
 // dlock::lease: one hold of a grant, over the lock core and its grant registry.
 #include "dlock/lease.hpp"
 
-#include "core/random.hpp"
 #include "core/user_callback.hpp"
 #include "dlock/error.hpp"
 #include "locks/awaitable_factory.hpp"
@@ -71,8 +70,7 @@ const std::string& lease::name() const noexcept {
 }
 
 std::string lease::permit_id() const {
-  if (!state_ || &state_->g->kind != &detail::leased_semaphore_kind()) return {};
-  return detail::to_hex(state_->g->owner);
+  return state_ ? state_->g->kind.permit_id(state_->g->owner) : std::string();
 }
 
 std::int64_t lease::permits() const noexcept {

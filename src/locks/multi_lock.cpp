@@ -292,16 +292,4 @@ acquire_handle multi_lock::start_async(std::chrono::milliseconds wait, multi_acq
   }
 }
 
-dlock::multi_lock client::multi(std::vector<std::string> names) const {
-  if (names.empty()) throw error(errc::invalid_argument, "a multi-lock needs at least one name");
-  if (std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.empty(); })) {
-    throw error(errc::invalid_argument, "lock name is empty");
-  }
-  // One global order for every multi-lock: std::string compares bytes as unsigned char, as
-  // memcmp does, whatever the platform's char signedness.
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return multi_lock(core_, std::move(names));
-}
-
 }  // namespace dlock

@@ -87,9 +87,4 @@ acquire_handle read_lock::upgrade_async(const lease& read_hold, std::chrono::mil
   }
 }
 
-read_write_lock client::read_write(std::string name) const {
-  if (name.empty()) throw error(errc::invalid_argument, "lock name is empty");
-  return read_write_lock(core_, std::move(name));
-}
-
 }  // namespace dlock

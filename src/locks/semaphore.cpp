@@ -274,14 +274,4 @@ call_awaitable<bool> leased_semaphore::release_async(std::string_view permit_id)
   return detail::awaitable_factory::call<bool>(release_permit(handle_, permit_id));
 }
 
-semaphore client::semaphore(std::string name) const {
-  if (name.empty()) throw error(errc::invalid_argument, "semaphore name is empty");
-  return dlock::semaphore(core_, std::move(name));
-}
-
-leased_semaphore client::leased_semaphore(std::string name) const {
-  if (name.empty()) throw error(errc::invalid_argument, "semaphore name is empty");
-  return dlock::leased_semaphore(core_, std::move(name));
-}
-
 }  // namespace dlock

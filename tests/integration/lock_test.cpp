@@ -521,6 +521,43 @@ TEST_F(Locks, IntrospectionReportsHolderTtlFenceAndWaiters) {
   EXPECT_EQ(c.simple(key("list")).info().type, lock_type::other);
 }
 
+TEST_F(Locks, InfoTellsTheKindOfLockFromTheKeysWhicheverLockAsks) {
+  auto c = make_client();
+  const auto kind_of = [&](const std::string& name) { return c.reentrant(name).info().kind; };
+  EXPECT_EQ(kind_of(key("free")), lock_type::none);
+  auto reentrant = c.reentrant(key("r")).try_acquire();
+  EXPECT_EQ(kind_of(key("r")), lock_type::reentrant);
+  auto simple = c.simple(key("s")).try_acquire();
+  EXPECT_EQ(kind_of(key("s")), lock_type::simple);
+  auto read = c.read_write(key("rw")).read().try_acquire();
+  const auto rw = c.simple(key("rw")).info();
+  EXPECT_EQ(rw.type, lock_type::reentrant) << "its hash, read alone";
+  EXPECT_EQ(rw.kind, lock_type::read_write);
+  // A fair lock shares the reentrant lock's hash; its queue tells it apart once someone waits.
+  auto fair = c.fair(key("f")).try_acquire();
+  ASSERT_TRUE(reentrant && simple && read && fair);
+  EXPECT_EQ(kind_of(key("f")), lock_type::reentrant);
+  auto other = make_client();
+  auto waiting = other.fair(key("f")).acquire_future(30s);
+  wait_until([&] { return c.fair(key("f")).queue().size() == 1; });
+  const auto queued = c.reentrant(key("f")).info();
+  EXPECT_EQ(queued.type, lock_type::reentrant);
+  EXPECT_EQ(queued.kind, lock_type::fair);
+  EXPECT_EQ(c.fair(key("f")).info().kind, lock_type::fair);
+  fair.release();
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting.get());
+  // Free between two holders: only the queue is left to say what it is.
+  c.redis().command({"RPUSH", derived_key("redisson_lock_queue", key("q")), "someone:1"});
+  const auto between = c.reentrant(key("q")).info();
+  EXPECT_EQ(between.type, lock_type::none);
+  EXPECT_EQ(between.kind, lock_type::fair);
+  c.redis().command({"RPUSH", key("list"), "x"});
+  EXPECT_EQ(kind_of(key("list")), lock_type::other);
+  // What a force-unlock removed says it too.
+  EXPECT_EQ(c.reentrant(key("rw")).force_unlock().kind, lock_type::read_write);
+}
+
 TEST_F(Locks, StdScopedLockOverTwoDlockLocksAndAStdMutex) {
   auto c = make_client();
   auto a = c.reentrant(key("a"));

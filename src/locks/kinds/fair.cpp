@@ -4,6 +4,8 @@
 // wakes the next waiter and no one else.
 #include "core/thread_number.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 #include "locks/kinds/renewal_call.hpp"
@@ -53,14 +55,15 @@ class fair_protocol final : public lock_kind {
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
 
-  void release(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), false, std::move(done));
-  }
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), true, std::move(done));
-  }
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, "", true, std::move(done));
+  // One script for both: a release counts one hold down, a drop ends the owner's outright; at
+  // the end of the hold the next waiter in the queue is woken, on its own channel.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    const std::string lease_ms = std::to_string(c.lease.count());
+    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.aux_key2,
+                                     c.names.publish_channel};
+    const std::string_view args[] = {lease_ms, c.owner, unlock_message, unlock_publisher(c, how),
+                                     how == hold_end::release ? "0" : "1"};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   void abandon(const lock_call& c, net::reply_callback done) const override {
@@ -76,16 +79,6 @@ class fair_protocol final : public lock_kind {
   }
 
  private:
-  void end_hold(const lock_call& c, std::string_view publish, bool outright,
-                net::reply_callback done) const {
-    const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.aux_key2,
-                                     c.names.publish_channel};
-    const std::string_view args[] = {lease_ms, c.owner, unlock_message, publish,
-                                     outright ? "1" : "0"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::fair_acquire)};
   const script release_{std::string(lua::fair_release)};
   const script leave_{std::string(lua::fair_leave)};

@@ -4,6 +4,8 @@
 #include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 #include "locks/kinds/renewal_call.hpp"
@@ -49,27 +51,21 @@ class leased_semaphore_protocol final : public lock_kind {
     const std::string_view args[] = {c.owner, lease_ms, c.topo.publish_command()};
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
-  void release(const lock_call& c, net::reply_callback done) const override {
-    give_back(c, c.topo.publish_command(), std::move(done));
-  }
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    release(c, std::move(done));
-  }
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    give_back(c, "", std::move(done));
+  // Every end of the hold gives back whichever of the owner's ids are still held: a grant that
+  // never happened left none, and a drop sent for it changes nothing.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};
+    const std::string_view args[] = {c.owner, unlock_publisher(c, how)};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
              net::clock::time_point deadline, net::reply_callback done) const override {
     send_renewal(t, node, renew_, items, deadline, std::move(done));
   }
+  // The owner is the permits' ids, 16 bytes each.
+  std::string permit_id(const std::string& owner) const override { return to_hex(owner); }
 
  private:
-  void give_back(const lock_call& c, std::string_view publish, net::reply_callback done) const {
-    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};
-    const std::string_view args[] = {c.owner, publish};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::leased_acquire)};
   const script release_{std::string(lua::leased_release)};
   const script renew_{std::string(lua::leased_renew)};

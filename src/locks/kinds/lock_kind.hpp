@@ -11,11 +11,17 @@
 #include <string>
 #include <string_view>
 
-#include "dlock/lease.hpp"
-#include "dlock/lock.hpp"
 #include "dlock/redis/reply.hpp"
 #include "net/connection.hpp"
 #include "topology/topology.hpp"
+
+// The two public types the interface names, declared rather than included, so that the interface
+// (and every file of the runtime that includes it) does not depend on the public API's headers;
+// a kind's own file includes what it uses.
+namespace dlock {
+enum class lock_type;  // dlock/lock.hpp
+struct lease_options;  // dlock/lease.hpp
+}  // namespace dlock
 
 namespace dlock::detail {
 
@@ -70,6 +76,26 @@ struct lock_call {
   /// client waits for it (release_drain).
   std::shared_ptr<void> settled = nullptr;
 };
+
+/// How a hold ends (lock_kind::end_hold).
+enum class hold_end {
+  /// Its holder gives back one hold it knows it has: one count of a re-entered lock (the lock
+  /// itself goes with the last), a semaphore's permits. Waiters are told if the lock came free.
+  release,
+  /// The owner's hold ends outright, whatever its count, and whether or not the grant it is
+  /// sent for took effect: a grant whose reply was lost or came too late, one dead on arrival,
+  /// one declared lost. Safe to send blind: a semaphore gives permits back only if its grant's
+  /// mark says they were taken. Waiters are told if the lock came free.
+  drop,
+  /// As `drop`, telling nobody: RedLock's partial grants after a miss that a holder elsewhere
+  /// caused, where waking anyone (ourselves included) would only cost an attempt.
+  drop_quietly,
+};
+
+/// The command a hold's end announces the unlock with (`topology::publish_command`), or none.
+inline std::string_view unlock_publisher(const lock_call& c, hold_end how) {
+  return how == hold_end::drop_quietly ? std::string_view("") : c.topo.publish_command();
+}
 
 /// One hold in a renewal batch.
 struct renewal_item {
@@ -129,21 +155,30 @@ class lock_kind {
   /// The owner id of a new acquisition (for a reentrant kind, shared by its re-entries).
   /// Throws errc::invalid_argument for options the kind does not take.
   virtual std::string owner_for(const std::string& client_id, const lease_options& o) const = 0;
+  /// What `lease::permit_id` shows of a grant held by `owner`: a leased semaphore's permit ids
+  /// in hex; nothing for the kinds whose owner is not a permit.
+  virtual std::string permit_id(const std::string& owner) const {
+    (void)owner;
+    return {};
+  }
 
   /// Sends one attempt; `decode_attempt` reads its reply.
   virtual void attempt(const lock_call& c, net::reply_callback done) const = 0;
   virtual attempt_outcome decode_attempt(const reply& r) const;
 
-  /// Releases one hold. The reply is nil when the owner no longer held it, an integer otherwise
-  /// (0: holds remain, n >= 1: released and n - 1 subscribers were told).
-  virtual void release(const lock_call& c, net::reply_callback done) const = 0;
-  /// Ends the owner's hold outright, whatever its count: a grant whose reply was lost, one
-  /// that was dead on arrival, one declared lost. Waiters are woken if the lock became free.
-  virtual void drop(const lock_call& c, net::reply_callback done) const = 0;
-  /// As `drop`, without the unlock message (RedLock's partial grants after a miss that a
-  /// holder elsewhere caused: waking anyone, ourselves included, would only cost an attempt).
-  virtual void drop_quietly(const lock_call& c, net::reply_callback done) const {
-    drop(c, std::move(done));
+  /// Ends the owner's hold as `how` says, in one script call. A release's reply is nil when the
+  /// owner no longer held it, an integer otherwise (0: holds remain, n >= 1: released and n - 1
+  /// subscribers were told); a drop's is nil or an integer too, whose meaning varies by kind.
+  virtual void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const = 0;
+  // end_hold by name, so that a call site says which end it means.
+  void release(const lock_call& c, net::reply_callback done) const {
+    end_hold(c, hold_end::release, std::move(done));
+  }
+  void drop(const lock_call& c, net::reply_callback done) const {
+    end_hold(c, hold_end::drop, std::move(done));
+  }
+  void drop_quietly(const lock_call& c, net::reply_callback done) const {
+    end_hold(c, hold_end::drop_quietly, std::move(done));
   }
   /// Gives up the waiter place an acquisition that ended without the lock may have left
   /// (`keeps_waiter_place`). Replies with anything; the default has nothing to give up and

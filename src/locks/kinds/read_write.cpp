@@ -3,6 +3,8 @@
 // the hash, the channel `redisson_rwlock:{NAME}` and dlock's writers' intent key.
 #include "core/thread_number.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 #include "locks/kinds/renewal_call.hpp"
@@ -53,14 +55,12 @@ class read_protocol final : public read_write_side {
     const std::string_view args[] = {lease_ms, c.owner};
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
-  void release(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), false, std::move(done));
-  }
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), true, std::move(done));
-  }
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, "", true, std::move(done));
+  // A release gives back one read hold, a drop every one the owner has.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {read_unlock_message, c.owner, unlock_publisher(c, how),
+                                     how == hold_end::release ? "0" : "1"};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
              net::clock::time_point deadline, net::reply_callback done) const override {
@@ -68,13 +68,6 @@ class read_protocol final : public read_write_side {
   }
 
  private:
-  void end_hold(const lock_call& c, std::string_view publish, bool outright,
-                net::reply_callback done) const {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {read_unlock_message, c.owner, publish, outright ? "1" : "0"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::read_acquire)};
   const script release_{std::string(lua::read_release)};
   const script renew_{std::string(lua::read_renew)};
@@ -103,14 +96,13 @@ class write_protocol final : public read_write_side {
                                      upgrade_ ? "1" : "0"};
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
-  void release(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), false, std::move(done));
-  }
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, c.topo.publish_command(), true, std::move(done));
-  }
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    end_hold(c, "", true, std::move(done));
+  // A release counts the writer's hold down, a drop ends it whatever its count.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    const std::string lease_ms = std::to_string(c.lease.count());
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {write_unlock_message, c.owner, unlock_publisher(c, how),
+                                     how == hold_end::release ? "0" : "1", lease_ms};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
   void abandon(const lock_call& c, net::reply_callback done) const override {
     const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};
@@ -124,15 +116,6 @@ class write_protocol final : public read_write_side {
   }
 
  private:
-  void end_hold(const lock_call& c, std::string_view publish, bool outright,
-                net::reply_callback done) const {
-    const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {write_unlock_message, c.owner, publish, outright ? "1" : "0",
-                                     lease_ms};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   bool upgrade_;
   const script acquire_{std::string(lua::write_acquire)};
   const script release_{std::string(lua::write_release)};

@@ -1,6 +1,7 @@
 // The inside of the RedLock kind (redlock.hpp), shared by its files: the protocol object, and
-// the rounds that run one call over every master. The protocol object (its releases and drops
-// included) is here; redlock.cpp has the renewal round, redlock_attempt.cpp the acquisition one.
+// the rounds that run one call over every master. The protocol object is here; redlock.cpp has
+// the renewal round, redlock_attempt.cpp the acquisition one, redlock_release.cpp the one that
+// ends a hold.
 #pragma once
 
 #include <algorithm>
@@ -137,6 +138,54 @@ class renewal_round : public std::enable_shared_from_this<renewal_round> {
   net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
 };
 
+// The end of a hold (a release or a drop) on every master: confirmed (the largest count any
+// master returned) when a majority answered with an integer, or (a release) when it freed the
+// lock on some and a majority answered either that or nil; "not held" (nil) when a majority
+// answered nil, unconfirmed (the first error) otherwise. Each master is bounded by the node
+// timeout (one that is down answers at once).
+//
+// A release of a kind that cannot count a hold twice is reported as soon as a majority has
+// confirmed it, as node-redlock does; the slower masters' answers come after, and the call's
+// `settled` guard, which a closing client waits for, is let go only then: a process that exits
+// right after unlock() does not leave its lock on them until the lease runs out. A reentrant
+// release waits for every master, since the answers of all of them tell whether some master
+// keeps a stale count to drop before the owner's next attempt can meet it.
+class release_round : public std::enable_shared_from_this<release_round> {
+ public:
+  release_round(const redlock_protocol& kind, const lock_call& c, hold_end how,
+                net::reply_callback done);
+  void start();
+
+ private:
+  // What is left to do once the round is decided, without the mutex.
+  struct decided {
+    std::error_code ec;
+    reply out;
+    std::vector<node_id> stale;      // masters that keep a stale count of the owner's
+    std::vector<node_id> on_return;  // masters that get the drop when they are back
+    net::reply_callback report;
+  };
+  void on_answer(std::size_t i, node_id node, std::error_code ec, const reply& r);
+  // Decides once enough masters have answered: true, with `d` filled in, the first time.
+  bool decide(decided& d) DLOCK_REQUIRES(mutex_);
+  void finish(decided d);
+
+  const redlock_protocol& kind_;
+  const call_copy call_;
+  const std::shared_ptr<void> settled_;  // lock_call::settled: let go with the last answer
+  const hold_end how_;
+  const bool early_;         // reported once a majority has confirmed it
+  const bool always_final_;  // ends the hold whatever the masters answer
+  const net::clock::time_point deadline_;
+  mutex mutex_;
+  std::vector<std::optional<std::int64_t>> counts_ DLOCK_GUARDED_BY(mutex_);  // integer answers
+  std::vector<node_id> lost_ DLOCK_GUARDED_BY(mutex_);  // a reentrant release's, see on_answer
+  std::size_t answered_ DLOCK_GUARDED_BY(mutex_) = 0, not_held_ DLOCK_GUARDED_BY(mutex_) = 0;
+  round_error error_ DLOCK_GUARDED_BY(mutex_);
+  net::reply_callback done_ DLOCK_GUARDED_BY(mutex_);
+  bool reported_ DLOCK_GUARDED_BY(mutex_) = false;
+};
+
 class redlock_protocol final : public lock_kind {
  public:
   redlock_protocol(const lock_kind& base, quorum_timing timing, quorum_counters& counters)
@@ -150,6 +199,7 @@ class redlock_protocol final : public lock_kind {
   std::string owner_for(const std::string& client_id, const lease_options& o) const override {
     return base_.owner_for(client_id, o);
   }
+  std::string permit_id(const std::string& owner) const override { return base_.permit_id(owner); }
   attempt_outcome decode_attempt(const reply& r) const override { return base_.decode_attempt(r); }
 
   void attempt(const lock_call& c, net::reply_callback done) const override {
@@ -158,12 +208,8 @@ class redlock_protocol final : public lock_kind {
         ->start();
   }
 
-  void release(const lock_call& c, net::reply_callback done) const override {
-    on_every_master(c, &lock_kind::release, std::move(done));
-  }
-
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    on_every_master(c, &lock_kind::drop, std::move(done));
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    std::make_shared<release_round>(*this, c, how, std::move(done))->start();
   }
 
   void renew(topology& t, node_id, std::span<const renewal_item> items,
@@ -196,130 +242,6 @@ class redlock_protocol final : public lock_kind {
   const script& fence_raise() const noexcept { return fence_raise_; }
 
  private:
-  // A release or a drop on every master: confirmed (the largest count any master returned) when
-  // a majority answered with an integer, or (a release) when it freed the lock on some and a
-  // majority answered either that or nil; "not held" (nil) when a majority answered nil,
-  // unconfirmed (the first error) otherwise. Each master is bounded by the node timeout (one
-  // that is down answers at once).
-  //
-  // A release of a kind that cannot count a hold twice is reported as soon as a majority has
-  // confirmed it, as node-redlock does; the slower masters' answers come after, and the call's
-  // `settled` guard, which a closing client waits for, is let go only then: a process that
-  // exits right after unlock() does not leave its lock on them until the lease runs out. A
-  // reentrant release waits for every master, since the answers of all of them tell whether
-  // some master keeps a stale count to drop before the owner's next attempt can meet it.
-  void on_every_master(const lock_call& c,
-                       void (lock_kind::*op)(const lock_call&, net::reply_callback) const,
-                       net::reply_callback done) const {
-    struct state {
-      explicit state(const lock_call& c)
-          : call{c.topo, c.names, c.owner, c.lease}, settled(c.settled) {}
-      const call_copy call;
-      const std::shared_ptr<void> settled;  // let go with the last master's answer
-      mutex m;
-      std::vector<std::optional<std::int64_t>> counts DLOCK_GUARDED_BY(m);  // integer answers
-      std::vector<node_id> lost DLOCK_GUARDED_BY(m);  // a reentrant release's, see below
-      std::size_t answered DLOCK_GUARDED_BY(m) = 0, not_held DLOCK_GUARDED_BY(m) = 0;
-      round_error error DLOCK_GUARDED_BY(m);
-      net::reply_callback done DLOCK_GUARDED_BY(m);
-      bool reported DLOCK_GUARDED_BY(m) = false;
-    };
-    const auto nodes = c.topo.nodes_for(c.names.name);
-    const auto masters = nodes.size();
-    auto st = std::make_shared<state>(c);
-    {
-      lock_guard lock(st->m);
-      st->counts.resize(masters);
-      st->done = std::move(done);
-    }
-    auto deadline = c.deadline;
-    if (c.lease > milliseconds(0)) {
-      deadline = std::min(deadline, net::clock::now() + timing_.node_timeout(c.lease));
-    }
-    const bool is_release = op == &lock_kind::release;
-    const bool early = is_release && !base_.reentrant();
-    // A master whose connection was down, or dropped with the call on the wire, gets the drop
-    // when it is back (drop_when_back) if the call ends the hold: a drop, a simple lock's
-    // release, or a reentrant release that most masters say was the last hold.
-    const bool always_final = !is_release || !base_.reentrant();
-    for (std::size_t i = 0; i < masters; ++i) {
-      const auto call = st->call.at(nodes[i], deadline);
-      const auto node = nodes[i];
-      (base_.*op)(call, [this, st, i, node, is_release, early, always_final, deadline](
-                            std::error_code ec, reply r) {
-        const bool lost = ec == errc::connection_lost;
-        if (lost && always_final) drop_when_back(st->call, node);
-        std::error_code out_ec;
-        reply out;
-        std::vector<node_id> stale, on_return;
-        net::reply_callback report;
-        {
-          lock_guard lock(st->m);
-          if (ec) {
-            st->error.note(ec, r);
-            if (lost && !always_final) st->lost.push_back(node);
-          } else if (r.is_integer()) {
-            st->counts[i] = r.integer();
-          } else {
-            ++st->not_held;
-          }
-          const bool all = ++st->answered == st->counts.size();
-          if (st->reported) return;  // early, by a majority
-          const auto needed = majority_of(st->counts.size());
-          std::size_t held = 0, freed = 0, kept = 0;
-          std::int64_t largest = 0;
-          for (const auto& n : st->counts) {
-            if (!n) continue;
-            ++held;
-            largest = std::max(largest, *n);
-            (*n >= 1 ? freed : kept) += 1;
-          }
-          if (!all && !(early && held >= needed)) return;
-          if (freed > kept) on_return = std::move(st->lost);
-          if (held >= needed) {
-            out = reply::integer(largest);
-            // Most masters ended the hold, some still count one of this owner's: a stale count
-            // (is_reentry). The majority decides; those masters let it go too.
-            if (is_release && freed > kept) {
-              const auto nodes_now = st->call.topo.nodes_for(st->call.names.name);
-              for (std::size_t k = 0; k < st->counts.size(); ++k) {
-                if (st->counts[k] == 0) stale.push_back(nodes_now[k]);
-              }
-            }
-          } else if (is_release && held > 0 && kept == 0 && held + st->not_held >= needed) {
-            // A majority no longer holds it: those that freed it, and those where it was not
-            // ours (a master the grant's round found taken, by a holder whose release had not
-            // reached it yet). Confirmed: it is off a majority now.
-            out = reply::integer(largest);
-          } else if (st->not_held >= needed) {
-            out = reply();  // nil: a majority no longer held it
-          } else {
-            out_ec = st->error.ec ? st->error.ec : std::error_code(errc::connection_lost);
-            out = st->error.server_reply;
-          }
-          st->reported = true;
-          report = std::move(st->done);
-        }
-        for (const auto n : on_return)
-          drop_when_back(st->call, n);
-        if (stale.empty()) {
-          if (report) report(out_ec, std::move(out));
-          return;
-        }
-        // Reported once the stale counts are gone: the caller may exit right after unlock().
-        auto left = std::make_shared<std::pair<std::size_t, net::reply_callback>>(
-            stale.size(), [report = std::move(report), out_ec, out](std::error_code, reply) {
-              if (report) report(out_ec, out);
-            });
-        for (const auto n : stale) {
-          base_.drop(st->call.at(n, deadline), [left](std::error_code e, reply x) {
-            if (--left->first == 0) left->second(e, std::move(x));
-          });
-        }
-      });
-    }
-  }
-
   const lock_kind& base_;
   const quorum_timing timing_;
   quorum_counters& counters_;

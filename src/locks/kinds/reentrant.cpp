@@ -2,6 +2,8 @@
 // "<client-uuid>:<thread or owner id>" holds the owner's hold count, with a PEXPIRE lease.
 #include "core/thread_number.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 #include "locks/kinds/renewal_call.hpp"
@@ -35,19 +37,18 @@ class reentrant_protocol final : public lock_kind {
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
 
-  void release(const lock_call& c, net::reply_callback done) const override {
-    const std::string lease_ms = std::to_string(c.lease.count());
+  // A release counts one hold down (the lock goes with the last); a drop removes the owner's
+  // entry whatever its count.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
     const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {lease_ms, c.owner, unlock_message, c.topo.publish_command()};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    drop_publishing(c, c.topo.publish_command(), std::move(done));
-  }
-
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    drop_publishing(c, "", std::move(done));
+    if (how == hold_end::release) {
+      const std::string lease_ms = std::to_string(c.lease.count());
+      const std::string_view args[] = {lease_ms, c.owner, unlock_message, c.topo.publish_command()};
+      c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+      return;
+    }
+    const std::string_view args[] = {c.owner, unlock_message, unlock_publisher(c, how)};
+    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
@@ -56,14 +57,6 @@ class reentrant_protocol final : public lock_kind {
   }
 
  private:
-  // `publish`: the command the unlock message goes out with; empty, none.
-  void drop_publishing(const lock_call& c, std::string_view publish,
-                       net::reply_callback done) const {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message, publish};
-    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::reentrant_acquire)};
   const script release_{std::string(lua::reentrant_release)};
   const script drop_{std::string(lua::reentrant_drop)};

@@ -9,6 +9,8 @@
 #include "core/random.hpp"
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 
@@ -67,18 +69,20 @@ class semaphore_protocol final : public lock_kind {
     const std::string_view args[] = {permits, grant_mark_ms};
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
-  void release(const lock_call& c, net::reply_callback done) const override {
+  // A release gives the permits back and deletes the grant's mark; a drop, sent when the grant
+  // may not have happened, gives them back only if the mark says they were taken, and voids the
+  // mark so that an attempt still on its way takes none.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
     const std::string permits = std::to_string(c.permits);
     const auto mark = grant_mark(c);
     const std::string_view keys[] = {c.names.name, c.names.channel, mark};
-    const std::string_view args[] = {permits, c.topo.publish_command(), "release"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    undo(c, c.topo.publish_command(), std::move(done));
-  }
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    undo(c, "", std::move(done));
+    if (how == hold_end::release) {
+      const std::string_view args[] = {permits, c.topo.publish_command(), "release"};
+      c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+      return;
+    }
+    const std::string_view args[] = {permits, unlock_publisher(c, how), grant_mark_ms};
+    c.topo.eval(c.node, undo_, keys, args, c.deadline, durability::master, std::move(done));
   }
   // Never called: these leases have no watchdog and cannot be extended.
   void renew(topology&, node_id, std::span<const renewal_item>, net::clock::time_point,
@@ -87,14 +91,6 @@ class semaphore_protocol final : public lock_kind {
   }
 
  private:
-  void undo(const lock_call& c, std::string_view publish, net::reply_callback done) const {
-    const std::string permits = std::to_string(c.permits);
-    const auto mark = grant_mark(c);
-    const std::string_view keys[] = {c.names.name, c.names.channel, mark};
-    const std::string_view args[] = {permits, publish, grant_mark_ms};
-    c.topo.eval(c.node, undo_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::semaphore_acquire)};
   const script release_{std::string(lua::semaphore_release)};
   const script undo_{std::string(lua::semaphore_undo)};

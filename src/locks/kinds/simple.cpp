@@ -2,6 +2,8 @@
 // random 128-bit token, set with SET NX PX; release and renewal compare the token.
 #include "core/random.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/lock.hpp"
 #include "dlock_lua_scripts.hpp"
 #include "locks/kinds/lock_kind.hpp"
 #include "locks/kinds/renewal_call.hpp"
@@ -30,17 +32,11 @@ class simple_protocol final : public lock_kind {
     c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
   }
 
-  void release(const lock_call& c, net::reply_callback done) const override {
-    release_publishing(c, c.topo.publish_command(), std::move(done));
-  }
-
-  // A token is never re-entered: ending the hold is releasing it.
-  void drop(const lock_call& c, net::reply_callback done) const override {
-    release(c, std::move(done));
-  }
-
-  void drop_quietly(const lock_call& c, net::reply_callback done) const override {
-    release_publishing(c, "", std::move(done));
+  // A token is never re-entered: every end of its hold deletes it, if it is still the token's.
+  void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
+    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view args[] = {c.owner, unlock_message, unlock_publisher(c, how)};
+    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
@@ -49,14 +45,6 @@ class simple_protocol final : public lock_kind {
   }
 
  private:
-  // `publish`: the command the unlock message goes out with; empty, none.
-  void release_publishing(const lock_call& c, std::string_view publish,
-                          net::reply_callback done) const {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
-    const std::string_view args[] = {c.owner, unlock_message, publish};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
-  }
-
   const script acquire_{std::string(lua::simple_acquire)};
   const script release_{std::string(lua::simple_release)};
   const script renew_{std::string(lua::simple_renew)};

@@ -14,7 +14,7 @@
 --#include _snapshot
 --#include _clock
 --#include _waiter_queue
-local kind, layout, state = snapshot(KEYS[1], KEYS[2])
+local kind, layout, state = snapshot(KEYS[1], KEYS[2], KEYS[4])
 if kind == 'none' then
   return state
 end
