@@ -5,7 +5,7 @@
 // closing while an attempt is out, an unlock message during an attempt, a grant whose reply
 // arrives after its validity, a grant too few replicas acknowledged, a fair waiter giving back
 // its place before its caller hears.
-#include "locks/acquisition_fsm.hpp"
+#include "locks/sansio/acquisition_fsm.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "locks/grant_registry.hpp"
+#include "locks/runtime/grant_registry.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "locks/name_activity.hpp"
+#include "locks/runtime/name_activity.hpp"
 
 namespace {
 

@@ -1,18 +1,18 @@
 // Unit tests for RedLock's quorum round (sans-io): outcomes and times are made up, so every path
 // is deterministic: exactly a majority, all masters timing out, late replies after the
 // decision, validity running out while answers trickle in, and when a majority may be free.
-#include "locks/quorum.hpp"
+#include "locks/sansio/quorum.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "locks/acquire_machine.hpp"
+#include "locks/sansio/attempt_timing.hpp"
 
 namespace {
 
 using dlock::detail::acquire_limits;
-using dlock::detail::acquire_machine;
+using dlock::detail::attempt_timing;
 using dlock::detail::majority_of;
 using dlock::detail::quorum_round;
 using dlock::detail::quorum_timing;
@@ -20,7 +20,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using vote = quorum_round::vote;
 using verdict = quorum_round::verdict;
-using step_kind = acquire_machine::step_kind;
+using step_kind = attempt_timing::step_kind;
 
 const quorum_round::clock::time_point t0 = quorum_round::clock::time_point{} + hours(1);
 constexpr milliseconds lease{10'000};
@@ -172,7 +172,7 @@ TEST(Quorum, RetriesAfterABusyAnswerWaitARandomShareOfTheRoundTrip) {
   acquire_limits l;
   l.jitter_round_trips = 2;
   double draw = 0.5;
-  acquire_machine m(l, [&] { return draw; });
+  attempt_timing m(l, [&] { return draw; });
   m.start(t0);
   m.note_round_trip(milliseconds(4));
   // A split vote (PTTL 0): wait 0.5 × 2 × 4 ms.
@@ -192,7 +192,7 @@ TEST(Quorum, RetriesAfterABusyAnswerWaitARandomShareOfTheRoundTrip) {
 }
 
 TEST(Quorum, WithoutJitterABusyAnswerWaitsOnlyForThePttl) {
-  acquire_machine m(acquire_limits{});
+  attempt_timing m(acquire_limits{});
   m.start(t0);
   m.note_round_trip(milliseconds(4));
   EXPECT_EQ(m.on_busy(-2, t0).kind, step_kind::attempt);

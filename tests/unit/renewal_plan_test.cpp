@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "locks/renewal_plan.hpp"
+#include "locks/runtime/renewal_plan.hpp"
 
 namespace {
 

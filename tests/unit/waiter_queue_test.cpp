@@ -2,7 +2,7 @@
 // accounting that tells the echo of our own unlock message from other clients' releases.
 #include <gtest/gtest.h>
 
-#include "locks/waiter_queue.hpp"
+#include "locks/sansio/waiter_queue.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "locks/kinds/lock_kind.hpp"
-#include "locks/quorum.hpp"
+#include "locks/sansio/quorum.hpp"
 
 namespace dlock::detail {
 
