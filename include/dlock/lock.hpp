@@ -53,6 +53,8 @@ enum class lock_type {
 
 /// A consistent snapshot of a lock, read in one round trip (plus one for `waiters`).
 struct lock_info {
+  /// What the lock's own key holds: `none` (free), `reentrant` (a hash of holds; `fair` when a
+  /// fair lock asks), `simple` or `other`. `kind` below tells the kinds that share a layout apart.
   lock_type type = lock_type::none;
   /// For `lock_type::other`: what the key holds instead, e.g. "a list" or "a hash that is not a
   /// lock". Empty otherwise.
@@ -65,8 +67,7 @@ struct lock_info {
   std::uint64_t fence = 0;
   /// Clients subscribed to the lock's unlock channel: waiters, in dlock or Redisson.
   std::int64_t waiters = 0;
-  /// A fair lock's queue, first in line first (owner ids); for a read-write lock, its `mode`
-  /// ("read" or "write") as the only entry. Empty otherwise.
+  /// A fair lock's queue, first in line first (owner ids). Empty otherwise.
   std::vector<std::string> queue;
   /// What kind of lock the name is, judged by its keys alone, whichever lock object asked
   /// (kinds that share a layout are told apart by what they keep beside it): `read_write` for a
