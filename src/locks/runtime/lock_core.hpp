@@ -1,20 +1,23 @@
 // The inside of a dlock::client: its topology (the connections), the grants it holds, the
 // watchdog that renews them and the expiry watch that declares them lost, and the acquisitions
-// in progress with their waiter queues. The concepts live in their own files:
-//   acquisition_fsm.*   one acquisition's decisions, sans-io: attempts, waits, born-dead and
-//                       unreplicated grants, cancelling, settling, finishing
-//   acquire_driver.cpp  carries out those decisions; cancel.cpp: cancelling one
-//   waiting.cpp         waiter queues, subscriptions, unlock messages (waiter_queue.hpp decides)
-//   release.cpp         releases and extensions, and the echo of our own unlock messages
-//   watchdog.cpp        renewal rounds (renewal_plan.hpp groups them) and the expiry watch
-//   grant_registry.*    the grants table; name_activity.* the per-name table user threads read
-//   lock_core.cpp       construction, teardown, requests, statistics
-//   read_under_lock.cpp an acquisition that carries reads (acquire_and_read, blocking or not)
-//   write_under_lock.cpp writes that run only while a lease holds its lock (write_while_held)
+// in progress with their waiter queues. The concepts live in their own files (in runtime/
+// unless named otherwise):
+//   sansio/acquisition_fsm.*  one acquisition's decisions: attempts, waits, born-dead and
+//                             unreplicated grants, cancelling, settling, finishing
+//   acquire_driver.cpp        carries out those decisions; cancel.cpp: cancelling one
+//   waiting.cpp               waiter queues, subscriptions, unlock messages (sansio/waiter_queue)
+//   release.cpp               releases and extensions, and the echo of our own unlock messages
+//   watchdog.cpp              renewal rounds (renewal_plan.hpp groups them), the expiry watch
+//   grant_registry.*          the grants table; name_activity.* the per-name table user threads
+//                             read
+//   lock_core.cpp             construction, teardown, requests, statistics
+//   guarded/                  acquisitions that carry reads, writes that run only while a lease
+//                             holds its lock
 //
 // Threads: user threads call acquire, release, extend and the lease accessors; everything that
-// touches timers, subscriptions or waiter queues runs on the topology's I/O thread. Shared state
-// is in the registry and the activity table, each behind its own mutex.
+// touches timers, subscriptions or waiter queues runs on the topology's I/O thread (on_io_thread
+// says so to clang's analysis). Shared state is in the registry and the activity table, each
+// behind its own mutex.
 #pragma once
 
 #include <asio/steady_timer.hpp>
