@@ -214,14 +214,18 @@ TEST_F(CliSynchronizers, ReadersOverlapWritersExclude) {
 }
 
 TEST_F(CliSynchronizers, MultiLocksInOppositeOrdersNeverOverlapNorDeadlock) {
+  // The 40 holds run one after another, each a shell with three redis-cli calls: ~6 s on a quiet
+  // machine, over 30 s on a loaded one (load 11 on 2 cores made the last waiter give up at 30 s).
+  // The wait bounds a deadlock, not a speed.
   std::vector<child_process> runs;
   for (int i = 0; i < 20; ++i) {
     for (const auto& [first, second] : {std::pair{key("A"), key("B")}, {key("B"), key("A")}}) {
-      runs.push_back(spawn(concat({"run", "--wait", "30s", first, second, "--"}, counted("0.01"))));
+      runs.push_back(
+          spawn(concat({"run", "--wait", "150s", first, second, "--"}, counted("0.01"))));
     }
   }
   for (auto& r : runs)
-    EXPECT_EQ(r.wait(90s), 0) << r.drain();
+    EXPECT_EQ(r.wait(180s), 0) << r.drain();
   const auto counts = seen();
   ASSERT_EQ(counts.size(), 40u);
   EXPECT_EQ(*std::max_element(counts.begin(), counts.end()), 1) << "two holders of A and B";
