@@ -32,14 +32,12 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 
 const steady::time_point t0 = steady::time_point{} + hours(1);
-constexpr auto kLease = milliseconds(10000);
 
 // Defaults: max_recheck 1000 ms, command_timeout 5000 ms, retry_backoff 20 ms; a mutex that
 // waits up to 60 s with a 10 s lease valid for 9.9 s.
 acquisition_setup waiting_mutex() {
   acquisition_setup s;
   s.limits.deadline = t0 + milliseconds(60000);
-  s.lease = kLease;
   s.validity = milliseconds(9900);
   return s;
 }

@@ -19,7 +19,6 @@ acquire_handle lock_core::acquire(acquire_request r) {
   setup.reentry = r.kind->reentrant() && grants_.find_live(*r.kind, r.names->name, r.owner);
   setup.keeps_waiter_place = r.kind->keeps_waiter_place();
   setup.one_holder = r.kind->max_holders() == 1;
-  setup.lease = r.lease_time;
   setup.validity = validity_end(steady::time_point{}, r.lease_time) - steady::time_point{};
   auto o = std::make_shared<op>(this, std::move(r), std::move(setup));
   auto handle = handle_for(o);

@@ -37,9 +37,8 @@ struct acquisition_setup {
   bool keeps_waiter_place = false;
   /// The kind admits one holder at a time (a mutex), not several (permits, readers).
   bool one_holder = true;
-  /// The lease asked for, and how long a grant stays valid counted from its attempt's send
-  /// (the lease less the clock-drift allowance).
-  std::chrono::milliseconds lease{0};
+  /// How long a grant stays valid counted from its attempt's send (the lease less the
+  /// clock-drift allowance).
   steady::duration validity{0};
   /// The jitter's draws (attempt_timing); empty: a per-thread PRNG.
   std::function<double()> uniform;
