@@ -32,6 +32,7 @@ enum exit_code : int {
       75,                // EX_TEMPFAIL: not acquired within --wait (or not replicated: --replicas)
   exit_lease_lost = 76,  // the lock was lost while the command ran
   exit_auth = 77,        // EX_NOPERM: credentials refused, or the ACL forbids a command
+  exit_max_hold = 79,    // run --max-hold: the command still ran that long after the grant
   exit_cannot_execute = 126,
   exit_command_not_found = 127,
 };
@@ -93,6 +94,9 @@ struct run_args {
   std::chrono::milliseconds grace{10'000};
   std::string kind = "reentrant";  // reentrant, simple, fair, read, write
   int lost_exit_code = exit_lease_lost;
+  int conflict_exit_code = exit_not_acquired;         // --conflict-exit-code
+  std::optional<std::chrono::milliseconds> min_hold;  // --min-hold: held at least this long
+  std::optional<std::chrono::milliseconds> max_hold;  // --max-hold: the command stopped then
 };
 
 /// The options `run` and `sem` share: --wait, --ttl, --grace, --lost-exit-code.
@@ -106,6 +110,10 @@ struct holding_flags {
   void apply(const invocation& in, const std::string& subcommand, const std::string& usage,
              run_args& args) const;
 };
+
+/// Declares --conflict-exit-code N (0-255) on `cmd` (run, sem), into `code`: the exit status
+/// when `what` ("the lock", "a permit") was not acquired within --wait, instead of 75.
+void add_conflict_exit_code(CLI::App& cmd, int& code, const std::string& what);
 
 /// What `run_holding` got: the grant's leases (one; one per name for a multi-lock), none if the
 /// wait ended first, or why it failed (`error`, `message`).
@@ -127,6 +135,8 @@ struct holding_plan {
       acquire;
   /// For messages: "the lock NAME", "a permit of NAME".
   std::string what;
+  /// For messages: the name, or several names separated by ", ".
+  std::string name;
   /// Why a wait ended without a grant, e.g. "NAME is held by someone else".
   std::string busy;
   /// The command's environment (DLOCK_NAME, DLOCK_FENCE, ...), from the grant's leases.
@@ -138,9 +148,11 @@ acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds 
                              lease_options options, std::function<void(grant_result)> done);
 
 /// Runs `args.command` while holding what `plan` acquires (args.target, wait, ttl, grace,
-/// lost_exit_code; not names or kind): connects, acquires, runs the command and its whole
-/// process tree, forwards signals, stops everything if the grant is lost, releases, and returns
-/// the exit status `dlock run` documents (the command's own, 75, 76 or lost_exit_code, ...).
+/// lost_exit_code, conflict_exit_code, min_hold, max_hold; not names or kind): connects,
+/// acquires, runs the command and its whole process tree, forwards signals, stops everything if
+/// the grant is lost or max_hold has passed, holds on until min_hold has passed, releases, and
+/// returns the exit status `dlock run` documents (the command's own, conflict_exit_code (75),
+/// lost_exit_code (76), 79, ...).
 int run_holding(const run_args& args, const holding_plan& plan);
 
 /// One subcommand: its `add_*_command` function (in its own file) declares it on the app with
@@ -168,6 +180,7 @@ std::unique_ptr<subcommand> add_sem_command(CLI::App& app);
 std::unique_ptr<subcommand> add_latch_command(CLI::App& app);
 std::unique_ptr<subcommand> add_status_command(CLI::App& app);
 std::unique_ptr<subcommand> add_ls_command(CLI::App& app);
+std::unique_ptr<subcommand> add_watch_command(CLI::App& app);
 std::unique_ptr<subcommand> add_unlock_command(CLI::App& app);
 std::unique_ptr<subcommand> add_market_command(CLI::App& app);
 std::unique_ptr<subcommand> add_bench_command(CLI::App& app);

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,10 @@ bool valid_utf8(std::string_view s);
 /// `s` for a terminal: valid UTF-8 printed as is, except that control characters and the
 /// backslash are escaped (\n, \t, \\, \xNN), as is every byte that is not valid UTF-8.
 std::string escaped(std::string_view s);
+
+/// `words` as one shell command line: a word of letters, digits and `_./=:,+@%-` as it is, any
+/// other in single quotes (a quote inside as '\''), so that it reads as what was run.
+std::string shell_words(const std::vector<std::string>& words);
 
 /// Standard base64 (RFC 4648, with padding).
 std::string base64(std::string_view bytes);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 
 #include "cli.hpp"
 #include "display.hpp"
@@ -65,6 +66,14 @@ nlohmann::json owner_json(const std::string& owner) {
   return o;
 }
 
+// What a semaphore's grant or permit `id` recorded of its holder, if anything.
+const holder_identity* recorded_holder(const semaphore_info& p, const std::string& id) {
+  for (const auto& [grant, who] : p.holders) {
+    if (grant == id) return &who;
+  }
+  return nullptr;
+}
+
 nlohmann::json ttl_json(std::chrono::milliseconds ttl) {
   return ttl == std::chrono::milliseconds::max() ? -1 : ttl.count();
 }
@@ -119,6 +128,62 @@ shown inspect(const dlock::client& c, const std::string& name) {
   return s;
 }
 
+bool in_use(const shown& s) {
+  if (s.kind == "leased-semaphore") return locked(s);
+  return s.info.type != lock_type::none || s.kind == "fair" || s.count;
+}
+
+namespace {
+
+std::string duration_text(std::chrono::milliseconds d) {
+  const auto s = std::max<long long>(0, d.count() / 1000);
+  char buf[48];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, s / 3600 % 24);
+  }
+  return buf;
+}
+
+std::string iso_utc(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm utc{};
+  ::gmtime_r(&secs, &utc);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03lldZ", buf, static_cast<long long>(ms.count() % 1000));
+  return out;
+}
+
+}  // namespace
+
+std::string identity_text(const holder_identity& id) {
+  const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now() - id.since);
+  return escaped(id.user) + "@" + escaped(id.host) + " pid " + std::to_string(id.pid) + ", for " +
+         duration_text(held) + ": " + escaped(id.label);
+}
+
+nlohmann::json identity_json(const holder_identity& id) {
+  nlohmann::json out{
+      {"pid", id.pid},
+      {"since", iso_utc(id.since)},
+      {"since_ms",
+       std::chrono::duration_cast<std::chrono::milliseconds>(id.since.time_since_epoch()).count()}};
+  set_text(out, "host", id.host);
+  set_text(out, "user", id.user);
+  set_text(out, "label", id.label);
+  set_text(out, "client_id", id.client_id);
+  return out;
+}
+
 bool locked(const shown& s) {
   if (s.kind == "leased-semaphore") return !s.permits->leased.empty();
   if (s.kind == "semaphore-or-latch") return false;
@@ -138,6 +203,7 @@ nlohmann::json to_json(const std::string& name, const shown& s) {
   for (const auto& h : info.holders) {
     auto holder = owner_json(h.owner);
     holder["holds"] = h.holds;
+    if (h.identity) holder["holder"] = identity_json(*h.identity);
     holders.push_back(std::move(holder));
   }
   nlohmann::json ttl = nullptr;
@@ -156,8 +222,15 @@ nlohmann::json to_json(const std::string& name, const shown& s) {
   if (s.kind == "leased-semaphore") {
     out["available"] = s.permits->available;
     out["permits"] = nlohmann::json::array();
-    for (const auto& [id, left] : s.permits->leased)
-      out["permits"].push_back({{"id", id}, {"ttl_ms", ttl_json(left)}});
+    for (const auto& [id, left] : s.permits->leased) {
+      nlohmann::json permit{{"id", id}, {"ttl_ms", ttl_json(left)}};
+      if (const auto* who = recorded_holder(*s.permits, id)) permit["holder"] = identity_json(*who);
+      out["permits"].push_back(std::move(permit));
+    }
+  } else if (s.permits && !s.permits->holders.empty()) {
+    out["grants"] = nlohmann::json::array();
+    for (const auto& [id, who] : s.permits->holders)
+      out["grants"].push_back({{"id", id}, {"holder", identity_json(who)}});
   }
   return out;
 }
@@ -167,8 +240,8 @@ std::string holders_text(const lock_info& info) {
   std::string out;
   for (const auto& h : info.holders) {
     if (!out.empty()) out += ", ";
-    out +=
-        escaped(h.owner) + " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
+    out += h.identity ? identity_text(*h.identity) : escaped(h.owner);
+    out += " (" + std::to_string(h.holds) + (h.holds == 1 ? " hold)" : " holds)");
   }
   return out;
 }
@@ -187,12 +260,19 @@ std::string permits_text(const semaphore_info& p) {
   for (std::size_t i = 0; i < p.leased.size(); ++i) {
     out +=
         (i == 0 ? ": " : ", ") + p.leased[i].first + " (ttl " + ttl_text(p.leased[i].second) + ")";
+    if (const auto* who = recorded_holder(p, p.leased[i].first)) out += " " + identity_text(*who);
   }
   return out;
 }
 
 std::string details_text(const shown& s) {
   if (s.kind == "leased-semaphore") return permits_text(*s.permits);
+  if (s.permits && !s.permits->holders.empty()) {
+    std::string out = "taken by ";
+    for (std::size_t i = 0; i < s.permits->holders.size(); ++i)
+      out += (i == 0 ? "" : ", ") + identity_text(s.permits->holders[i].second);
+    return out;
+  }
   std::string out = holders_text(s.info);
   if (!s.mode.empty()) out = s.mode + ": " + out;
   if (s.kind == "fair") out += "; queue: " + queue_text(s.info);

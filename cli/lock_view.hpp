@@ -33,6 +33,15 @@ std::string ttl_text(const std::optional<std::chrono::milliseconds>& ttl);
 shown inspect(const dlock::client& c, const std::string& name);
 /// Whether someone holds it (a leased semaphore: a permit is leased).
 bool locked(const shown& s);
+/// Whether `ls` shows it without `--all`: not a free name (nothing but its fence counter, or a
+/// leased semaphore with no permit out). A bare count is shown: it is a latch not at zero or a
+/// semaphore, whose permits in use its count alone cannot tell.
+bool in_use(const shown& s);
+/// A holder record for people: "USER@HOST pid PID, for 3m12s: LABEL".
+std::string identity_text(const holder_identity& id);
+/// A holder record as JSON (docs/cli.md): host, pid, user, label, client_id, since (ISO 8601,
+/// UTC) and since_ms.
+nlohmann::json identity_json(const holder_identity& id);
 /// The kind column; a key that is not a lock says what it holds instead.
 std::string kind_text(const shown& s);
 /// The documented JSON form of one name (docs/cli.md).

@@ -16,7 +16,7 @@ namespace dlock::cli {
 namespace {
 
 // Lists the locks on every master (all of a cluster's).
-int list(const client_options& target, const std::string& pattern, bool json) {
+int list(const client_options& target, const std::string& pattern, bool json, bool include_free) {
   const auto c = connect_to(target);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::pair<std::string, shown>> rows;
@@ -41,7 +41,8 @@ int list(const client_options& target, const std::string& pattern, bool json) {
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const auto& name : names) {
     if (::fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
-    rows.emplace_back(name, inspect(c, name));
+    auto s = inspect(c, name);
+    if (include_free || in_use(s)) rows.emplace_back(name, std::move(s));
   }
   if (json) {
     for (const auto& [name, info] : rows)
@@ -69,18 +70,21 @@ class ls_command final : public subcommand {
  public:
   explicit ls_command(CLI::App& app)
       : subcommand(app.add_subcommand(
-            "ls", "List locks and semaphores (SCAN, never KEYS) with status columns")) {
+            "ls", "List held locks and semaphores (SCAN, never KEYS) with status columns")) {
     app_->add_option("pattern", pattern_, "Glob on lock names (default *)");
+    app_->add_flag("--all", all_,
+                   "Also list free names (every name ever locked keeps its fence counter)");
     app_->add_flag("--json", json_, "Print JSON (schema: docs/cli.md)");
-    app_->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json");
+    app_->footer("\nExamples:\n  dlock ls\n  dlock ls 'deploy:*' --json\n  dlock ls --all");
   }
   int run(const invocation& in) override {
-    return list(resolve_target(in.target), pattern_, json_);
+    return list(resolve_target(in.target), pattern_, json_, all_);
   }
 
  private:
   std::string pattern_ = "*";
   bool json_ = false;
+  bool all_ = false;
 };
 
 }  // namespace

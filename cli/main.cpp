@@ -160,6 +160,7 @@ Examples:
   dlock latch batch-7 wait --wait 1h                  until `dlock latch batch-7 down` ran N times
   dlock status nightly-report --json
   dlock ls 'deploy*'
+  dlock watch                                         a live view of the locks, as they change
   dlock unlock --force nightly-report
   dlock demo                                          a tour on a private redis-server
   dlock bench --seconds 1                             the locks beside same-run references
@@ -175,16 +176,17 @@ comes after "--" (dlock status -- -x; dlock run -- -x -- CMD).
 Exit codes: 0 ok (run: the command's own status; 128+N if a signal N ended it), 1 latch set:
   the latch exists, 64 usage error, 65 the name holds something that is not a lock, 69 server
   unreachable (or a replica, or still loading when --wait ran out), 70 internal error, 75 lock
-  (sem: permit) not acquired within --wait (latch wait: the count not 0), 76 lock (permit) lost
-  while the command ran (--lost-exit-code), 77 credentials refused or the ACL forbids a command,
-  126/127 command not runnable.)";
+  (sem: permit) not acquired within --wait (--conflict-exit-code; latch wait: the count not 0),
+  76 lock (permit) lost while the command ran (--lost-exit-code), 77 credentials refused or the
+  ACL forbids a command, 79 run --max-hold stopped the command, 126/127 command not runnable.)";
 
 // Options that take a value as the next argument (unless given as --option=value).
 bool takes_value(std::string_view option) {
   static constexpr std::string_view with_value[] = {
-      "--url",      "--wait",     "--ttl",   "--grace", "--kind",     "--lost-exit-code",
-      "--seconds",  "--variants", "--loads", "--plot",  "--sentinel", "--replicas",
-      "--topology", "--permits"};
+      "--url",      "--wait",     "--ttl",      "--grace",    "--kind",     "--lost-exit-code",
+      "--seconds",  "--variants", "--loads",    "--plot",     "--sentinel", "--conflict-exit-code",
+      "--topology", "--permits",  "--min-hold", "--max-hold", "--replicas", "--shell",
+      "-c"};
   return std::find(std::begin(with_value), std::end(with_value), option) != std::end(with_value);
 }
 
@@ -274,10 +276,10 @@ int main_impl(int argc, char** argv) {
           "MASTER"));
 
   std::unique_ptr<subcommand> subcommands[] = {
-      add_run_command(app),        add_sem_command(app),  add_latch_command(app),
-      add_status_command(app),     add_ls_command(app),   add_unlock_command(app),
-      add_market_command(app),     add_demo_command(app), add_bench_command(app),
-      add_demo_holder_command(app)};
+      add_run_command(app),    add_sem_command(app),        add_latch_command(app),
+      add_status_command(app), add_ls_command(app),         add_watch_command(app),
+      add_unlock_command(app), add_market_command(app),     add_demo_command(app),
+      add_bench_command(app),  add_demo_holder_command(app)};
 
   const auto split = split_at_separator(argc, argv);
   std::vector<std::string> reversed(split.ours.rbegin(), split.ours.rend());

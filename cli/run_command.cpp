@@ -93,6 +93,14 @@ acquire_handle acquire_lease(dlock::basic_lock& lock, std::chrono::milliseconds 
       std::move(options));
 }
 
+void add_conflict_exit_code(CLI::App& cmd, int& code, const std::string& what) {
+  cmd.add_option("--conflict-exit-code", code,
+                 "Exit with this instead of 75 when " + what +
+                     " was not acquired within --wait (flock -E); only then")
+      ->check(CLI::Range(0, 255))
+      ->type_name("N");
+}
+
 namespace {
 
 // Checks the kind and the names, then holds them while the command runs.
@@ -112,6 +120,7 @@ int run_locks(const run_args& args) {
                       kind);
   }
   holding_plan plan;
+  plan.name = joined(names);
   const auto masters = args.target.redlock.masters.size();
   if (multi) {
     plan.what = "the locks " + joined(names);
@@ -163,7 +172,11 @@ the lock while CMD runs, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 
 releases the lock when CMD and every process it started have exited, exiting with CMD's status.
 If the lock is lost, CMD and all its descendants get SIGTERM, then SIGKILL after --grace, and
 dlock exits 76 (or --lost-exit-code); also when the lease ran out while dlock itself was paused.
-Not acquired within --wait: exit 75. A name starting with "-": dlock run -- -name -- CMD.
+Not acquired within --wait: exit 75 (or --conflict-exit-code). A name starting with "-": dlock
+run -- -name -- CMD. -c STRING runs /bin/sh -c STRING instead of -- CMD.
+--min-hold DUR: dlock (and the lock) stays that long after the grant even if CMD ends sooner.
+--max-hold DUR: CMD still running that long after the grant is stopped as on a lost lock, and
+dlock exits 79.
 --kind fair: first come, first served across machines; read/write: the two sides of a read-write
 lock (readers share). Several names: all of them at once or none (reentrant locks taken in one
 global order, never deadlocking); DLOCK_FENCE is then the first name's token and DLOCK_FENCES
@@ -174,7 +187,8 @@ Examples:
   dlock run --wait 30s --ttl 15s --kind simple db-migrate -- ./migrate up
   dlock run --kind write catalog -- ./import.sh
   dlock run accounts ledger -- ./transfer.sh
-  */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup)");
+  */5 * * * *  dlock --url redis://redis.internal run --wait 0 cleanup -- /opt/cleanup
+  dlock run --wait 0 --conflict-exit-code 0 --min-hold 1m --max-hold 4m cleanup -c 'make clean')");
     flags_.add_to(*app_, "the lock");
     app_->add_option("--kind", args_.kind,
                      "reentrant (Redisson layout, default), simple, fair, read or write (the two "
@@ -184,20 +198,70 @@ Examples:
                      "A grant counts only once N replicas acknowledged it (WAIT); otherwise it "
                      "is undone and retried within --wait, then exit 75")
         ->type_name("N");
+    add_cron_options();
     app_->add_option("name", args_.names, "Lock name; several: all of them (a multi-lock)")
         ->required();
   }
   bool takes_command() const override { return true; }
   int run(const invocation& in) override {
-    flags_.apply(in, "run", "dlock run NAME -- CMD", args_);
+    flags_.apply(with_shell(in), "run", "dlock run NAME -- CMD, or dlock run NAME -c STRING",
+                 args_);
     if (args_.replicas < 0) throw failure(exit_usage, "run: --replicas must not be negative");
     args_.target.min_replica_acks = args_.replicas;
+    apply_holds();
     return run_locks(args_);
   }
 
  private:
+  // What flock(1), ShedLock and `consul lock` users reach for when a job runs from cron.
+  void add_cron_options() {
+    app_->add_option("--min-hold", min_hold_text_,
+                     "Hold the lock at least this long after the grant, even once CMD has "
+                     "ended (ShedLock's lockAtLeastFor); dlock waits until then")
+        ->type_name("DUR");
+    app_->add_option("--max-hold", max_hold_text_,
+                     "If CMD still runs this long after the grant, stop it as on a lost lock "
+                     "(SIGTERM, SIGKILL after --grace) and exit 79")
+        ->type_name("DUR");
+    add_conflict_exit_code(*app_, args_.conflict_exit_code, "the lock");
+    shell_ = app_->add_option("-c,--shell", shell_text_,
+                              "Run STRING with /bin/sh -c instead of -- CMD (flock -c)")
+                 ->type_name("STRING");
+  }
+
+  // -c STRING stands for "-- /bin/sh -c STRING"; exactly one of the two says what to run.
+  invocation with_shell(const invocation& in) const {
+    if (shell_->count() == 0) return in;  // apply() insists on "-- CMD"
+    if (in.has_separator) {
+      throw failure(exit_usage, "run: -c STRING and -- CMD exclude each other; give one of them");
+    }
+    auto out = in;
+    out.command = {"/bin/sh", "-c", shell_text_};
+    out.has_separator = true;
+    return out;
+  }
+
+  void apply_holds() {
+    if (!min_hold_text_.empty()) args_.min_hold = duration_flag("--min-hold", min_hold_text_);
+    if (!max_hold_text_.empty()) {
+      args_.max_hold = duration_flag("--max-hold", max_hold_text_);
+      if (args_.max_hold->count() <= 0) {
+        throw failure(exit_usage, "run: --max-hold must be more than 0");
+      }
+    }
+    if (args_.min_hold && args_.max_hold && *args_.min_hold > *args_.max_hold) {
+      throw failure(exit_usage, std::string("run: --min-hold (")
+                                    .append(min_hold_text_)
+                                    .append(") must not exceed --max-hold (")
+                                    .append(max_hold_text_)
+                                    .append(")"));
+    }
+  }
+
   holding_flags flags_;
   run_args args_;
+  std::string min_hold_text_, max_hold_text_, shell_text_;
+  CLI::Option* shell_ = nullptr;
 };
 
 }  // namespace

@@ -11,6 +11,10 @@
 // the command is reparented to dlock, which keeps the lock until the last descendant has exited
 // (flock(1) holds its lock while any inherited descriptor lives; this is the same promise), and
 // on a lost lease signals every descendant, wherever its process group or session.
+//
+// --min-hold keeps the lock (renewed) after the tree has exited until that long after the grant,
+// so that a short job cannot run again at once on a host whose clock or schedule is skewed;
+// --max-hold stops the tree as a lost lease does. Both count from the grant (run_deadlines.hpp).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,9 +31,11 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "display.hpp"
 #include "dlock/lock.hpp"
 #include "embedded/process.hpp"
 #include "process_tree.hpp"
+#include "run_deadlines.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -205,6 +211,8 @@ class run_supervisor {
     const auto connect_deadline = !args_.wait || wait.count() <= 0 ? start : start + wait;
     auto options = args_.target;
     options.watchdog_lease = args_.ttl;
+    // What `dlock status` shows its holder runs (the holder record).
+    options.holder_label = shell_words(args_.command);
     client_.emplace(connect_until(options, connect_deadline, signals_->get()));
     // The callbacks may outlive this object (an acquisition still pending when we exit on a
     // signal), so what they touch is shared.
@@ -224,26 +232,34 @@ class run_supervisor {
 
   int supervise() {
     for (;;) {
-      int timeout = -1;
-      if (killing_) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at_ - steady::now());
-        timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
-      }
       pollfd fds[2] = {{signals_->get(), POLLIN, 0}, {wake_read_->get(), POLLIN, 0}};
-      const int ready = ::poll(fds, 2, timeout);
+      const int ready = ::poll(fds, 2, deadlines_.timeout(steady::now(), tree_gone_));
       if (ready < 0 && errno != EINTR) throw failure(exit_software, "poll failed");
-      if (killing_ && steady::now() >= kill_at_) {
-        // Again until none is left: one may have forked just before it was killed.
-        signal_descendants(SIGKILL);
-        kill_at_ = steady::now() + 100ms;
-      }
+      if (deadlines_.kill_due(steady::now())) signal_descendants(SIGKILL);
       if (fds[1].revents & POLLIN) on_client_news();
       if (fds[0].revents & POLLIN) {
         if (const auto interrupted = on_signals()) return *interrupted;
       }
       if (child_pid_ < 0) continue;
-      if (const auto done = after_reaping()) return *done;
+      // Reaped first: a command that has just exited was not stopped by --max-hold.
+      if (const auto done = tree_gone_ ? after_min_hold() : after_reaping()) return *done;
+      if (!tree_gone_ && deadlines_.max_hold_due(steady::now())) stop_at_max_hold();
     }
+  }
+
+  void stop_at_max_hold() {
+    max_hold_hit_ = true;
+    std::cerr << "dlock: " << plan_.name << " held for " << describe(*args_.max_hold)
+              << " (--max-hold): stopping the command" << std::endl;
+    stop_the_tree();
+  }
+
+  // SIGTERM to the command and every descendant, SIGKILL after --grace; whichever asks first
+  // (a lost lease, --max-hold) sets the grace.
+  void stop_the_tree() {
+    if (deadlines_.stopping()) return;
+    signal_descendants(SIGTERM);
+    deadlines_.stopping(steady::now(), args_.grace);
   }
 
   // The client's pipe: the acquisition's outcome (start the command) or a lost lease (stop it).
@@ -262,12 +278,11 @@ class run_supervisor {
     if (child_pid_ > 0 && ev_->lost && !lost_) {
       lost_ = ev_->lost;
       lock.unlock();
+      if (tree_gone_) return;  // during --min-hold: nothing to stop, after_min_hold says it
       std::cerr << "dlock: lost " << plan_.what << ": " << reason_text(*lost_)
                 << "; stopping the command and everything it started (SIGTERM, SIGKILL after "
                 << describe(args_.grace) << ")" << std::endl;
-      signal_descendants(SIGTERM);
-      killing_ = true;
-      kill_at_ = steady::now() + args_.grace;
+      stop_the_tree();
     }
   }
 
@@ -281,15 +296,18 @@ class run_supervisor {
       if (result.error == errc::read_only) {
         message += " (the URL names a replica; locks need the master)";
       }
-      throw failure(exit_code_for(dlock::error(result.error, "")), message);
+      const auto code = exit_code_for(dlock::error(result.error, ""));
+      // Granted but never replicated (--replicas), and undone: not acquired within --wait.
+      throw failure(code == exit_not_acquired ? args_.conflict_exit_code : code, message);
     }
     held_ = std::move(result.leases);
     if (held_.empty()) {
-      throw failure(exit_not_acquired,
+      throw failure(args_.conflict_exit_code,
                     plan_.busy + (args_.wait && args_.wait->count() > 0
                                       ? "; not acquired within " + describe(*args_.wait)
                                       : ""));
     }
+    deadlines_.granted(steady::now());
     // The command dies with dlock (PR_SET_PDEATHSIG): if dlock is killed, the lease lapses, and
     // the command must not go on without the lock.
     try {
@@ -309,18 +327,17 @@ class run_supervisor {
     while (::read(signals_->get(), &info, sizeof info) == sizeof info) {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) continue;  // reaped by after_reaping
-      if (child_pid_ < 0) {
-        // Still waiting for the lock: give up, as a --wait that ran out does. Cancelling hands
-        // back a place in the server's queue (a fair lock, a waiting writer) rather than leaving
-        // it to lapse, and undoes a grant racing with this; the client's destructor then waits
-        // for that undo. An acquisition that cannot be cancelled (a multi-lock's) or does not
-        // end soon is left to the leases' expiry instead.
-        std::cerr << "dlock: interrupted while waiting for " << plan_.what << std::endl;
-        acquiring_.cancel();
-        auto raced = await_completion(*ev_, wake_read_->get(), steady::now() + 2s);
-        if (!raced) std::_Exit(128 + sig);
-        release_all(raced->leases);
-        return 128 + sig;
+      if (child_pid_ < 0) return interrupted_while_waiting(sig);
+      const bool terminating = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+      // Told to stop, dlock does not then hold the lock on for --min-hold: a service manager
+      // would kill it meanwhile, leaving the lock to lapse with its lease.
+      if (terminating) stop_asked_ = true;
+      if (tree_gone_) {
+        if (!terminating) continue;  // nobody is left to forward it to
+        std::cerr << "dlock: interrupted during --min-hold: releasing " << plan_.what << " early"
+                  << std::endl;
+        interrupted_by_ = sig;
+        return release_and_judge();
       }
       // A terminal's signal already reached the whole foreground group, the command included;
       // forward only what a process sent to us alone. Once the command has exited, what it left
@@ -333,6 +350,20 @@ class run_supervisor {
       }
     }
     return std::nullopt;
+  }
+
+  // Still waiting for the lock: give up, as a --wait that ran out does. Cancelling hands back a
+  // place in the server's queue (a fair lock, a waiting writer) rather than leaving it to lapse,
+  // and undoes a grant racing with this; the client's destructor then waits for that undo. An
+  // acquisition that cannot be cancelled (a multi-lock's) or does not end soon is left to the
+  // leases' expiry instead.
+  int interrupted_while_waiting(int sig) {
+    std::cerr << "dlock: interrupted while waiting for " << plan_.what << std::endl;
+    acquiring_.cancel();
+    auto raced = await_completion(*ev_, wake_read_->get(), steady::now() + 2s);
+    if (!raced) std::_Exit(128 + sig);
+    release_all(raced->leases);
+    return 128 + sig;
   }
 
   // Reaps what exited; once the command and all it started are gone, the exit status.
@@ -348,7 +379,18 @@ class run_supervisor {
       }
       return std::nullopt;
     }
-    return release_and_judge();
+    tree_gone_ = true;
+    return after_min_hold();
+  }
+
+  // The tree is gone: release once --min-hold has passed since the grant, or at once when the
+  // lease was lost or dlock was told to stop.
+  std::optional<int> after_min_hold() {
+    if (lost_ || stop_asked_ || deadlines_.min_hold_over(steady::now())) {
+      return release_and_judge();
+    }
+    in_min_hold_ = true;
+    return std::nullopt;
   }
 
   // The command and all it started are gone. Was the lock ours the whole time?
@@ -360,31 +402,39 @@ class run_supervisor {
     if (!lost_ && !all_valid(held_)) lost_ = lease_lost_reason::expired;  // dlock was paused
     const auto until = valid_until(held_);
     const auto outcome = release_all(held_);
+    const char* const when =
+        in_min_hold_ ? "before --min-hold had passed" : "while the command ran";
     if (lost_) {
-      std::cerr << "dlock: " << plan_.what
-                << " was lost while the command ran: " << reason_text(*lost_) << std::endl;
+      std::cerr << "dlock: " << plan_.what << " was lost " << when << ": " << reason_text(*lost_)
+                << std::endl;
       return args_.lost_exit_code;
     }
     switch (outcome) {
       case release_outcome::released:
-        return *status_;
+        return result();
       case release_outcome::not_held:
-        std::cerr << "dlock: " << plan_.what
-                  << " was no longer held when the command ended: it was lost while it ran"
-                  << std::endl;
+        std::cerr << "dlock: " << plan_.what << " was no longer held at its release: it was lost "
+                  << when << std::endl;
         return args_.lost_exit_code;
       case release_outcome::unconfirmed:
         if (steady::now() >= until) {
           std::cerr << "dlock: could not confirm the release of " << plan_.what
-                    << ", and its lease has run out: it may have been lost while the command ran"
-                    << std::endl;
+                    << ", and its lease has run out: it may have been lost " << when << std::endl;
           return args_.lost_exit_code;
         }
         std::cerr << "dlock: warning: could not confirm the release of " << plan_.what
                   << "; it was held throughout and expires within " << describe(args_.ttl)
                   << std::endl;
-        return *status_;
+        return result();
     }
+    return result();
+  }
+
+  // The status of a hold that was never lost: --max-hold's code if it stopped the command, 128+N
+  // if signal N ended --min-hold, else the command's own.
+  int result() const {
+    if (max_hold_hit_) return exit_max_hold;
+    if (interrupted_by_) return 128 + *interrupted_by_;
     return *status_;
   }
 
@@ -412,8 +462,12 @@ class run_supervisor {
   std::vector<lease> held_;    // every lease of the grant
   std::optional<int> status_;  // the command's, once it has exited
   bool told_of_leftovers_ = false;
-  bool killing_ = false;
-  steady::time_point kill_at_{};
+  hold_deadlines deadlines_{args_.min_hold, args_.max_hold};
+  bool tree_gone_ = false;             // the command and all it started have exited
+  bool in_min_hold_ = false;           // held on after that for --min-hold
+  bool max_hold_hit_ = false;          // --max-hold stopped the command
+  bool stop_asked_ = false;            // a terminating signal came after the grant
+  std::optional<int> interrupted_by_;  // the signal that ended --min-hold
   std::optional<lease_lost_reason> lost_;
 };
 

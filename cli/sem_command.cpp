@@ -1,5 +1,5 @@
 // dlock sem: run a command holding one leased permit of a semaphore, as `dlock run` holds a lock
-// (the same process handling: run_holding in run_command.cpp).
+// (the same process handling: run_holding, in run_supervisor.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdint>
 
@@ -21,8 +21,9 @@ grant's fencing token) in its environment, and gives the permit back when CMD an
 started have exited, exiting with CMD's status. --permits N creates the semaphore with N permits
 if it does not exist yet; an existing semaphore keeps its count. The permit is a watchdog lease
 of --ttl, renewed while CMD runs, and comes back by itself at most --ttl after dlock dies. Signals
-and a lost permit are handled as by dlock run: not acquired within --wait: exit 75; lost: CMD and
-its descendants are stopped and dlock exits 76 (or --lost-exit-code).
+and a lost permit are handled as by dlock run: not acquired within --wait: exit 75 (or
+--conflict-exit-code); lost: CMD and its descendants are stopped and dlock exits 76 (or
+--lost-exit-code).
 
 Examples:
   dlock sem encoders --permits 4 -- ./encode.sh input.mov
@@ -40,6 +41,7 @@ Examples:
             "POSITIVE"))
         ->type_name("N");
     flags_.add_to(*app_, "a permit");
+    add_conflict_exit_code(*app_, conflict_exit_code_, "a permit");
     app_->add_option("name", name_, "Semaphore name")->required();
   }
   bool takes_command() const override { return true; }
@@ -51,8 +53,10 @@ Examples:
       throw failure(exit_usage, "sem: semaphores are not available over RedLock's masters");
     }
     args.names = {name_};
+    args.conflict_exit_code = conflict_exit_code_;
     holding_plan plan;
     plan.what = "a permit of " + name_;
+    plan.name = name_;
     plan.busy = name_ + " has no free permit";
     plan.acquire = [name = name_, permits = permits_](
                        const dlock::client& c, std::chrono::milliseconds wait,
@@ -74,6 +78,7 @@ Examples:
  private:
   std::string name_;
   std::int64_t permits_ = 0;
+  int conflict_exit_code_ = exit_not_acquired;
   holding_flags flags_;
 };
 

@@ -22,8 +22,21 @@ int status(const client_options& target, const std::string& name, bool json) {
   if (!s.mode.empty()) std::cout << "mode     " << s.mode << "\n";
   if (s.kind == "leased-semaphore") {
     std::cout << "permits  " << permits_text(*s.permits) << "\n";
+  } else if (s.permits) {
+    for (std::size_t i = 0; i < s.permits->holders.size(); ++i) {
+      std::cout << (i == 0 ? "taken by " : "         ") << s.permits->holders[i].first << " "
+                << identity_text(s.permits->holders[i].second) << "\n";
+    }
+  } else if (info.holders.empty()) {
+    std::cout << "holders  -\n";
   } else {
-    std::cout << "holders  " << holders_text(info) << "\n";
+    // The owner as the server keeps it, and under it who that is, where its client recorded it.
+    for (std::size_t i = 0; i < info.holders.size(); ++i) {
+      const auto& h = info.holders[i];
+      std::cout << (i == 0 ? "holders  " : "         ") << escaped(h.owner) << " (" << h.holds
+                << (h.holds == 1 ? " hold)" : " holds)") << "\n";
+      if (h.identity) std::cout << "         " << identity_text(*h.identity) << "\n";
+    }
   }
   if (s.kind == "fair") std::cout << "queue    " << queue_text(info) << "\n";
   std::cout << "ttl      " << ttl_text(info.ttl) << "\n"

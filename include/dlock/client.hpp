@@ -136,6 +136,15 @@ struct DLOCK_API client_options {
   /// overall), and locks on millions of names leave no key each. For a standalone server (a
   /// script cannot reach two cluster slots); all clients locking a name must agree on it.
   std::string fence_counter;
+  /// Whether each grant records who took it beside the lock (lock_holder::identity, the key
+  /// `dlock_holder:{NAME}`), for `dlock status`, `ls` and `watch`. It costs each grant and
+  /// renewal a few commands inside the same script, never a round trip (docs/operating.md has
+  /// the measurement). Off: nothing is written beside Redisson's layout but the fence counter.
+  bool record_holder = true;
+  /// What the holder identity says the holder runs: the program's name by default (the first
+  /// word of /proc/self/cmdline); `dlock run` puts the command it runs here. At most 512 bytes
+  /// are kept; bytes that are not UTF-8 are replaced.
+  std::string holder_label;
 
   /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://` and
   /// `unix://` as connection_options::from_url parses them (a standalone server), or

@@ -23,10 +23,17 @@ struct lock_keys {
   std::string fence_counter;
   /// The channel the last release publishes on, `redisson_lock__channel:{NAME}`.
   std::string unlock_channel;
+  /// Who holds it, `dlock_holder:{NAME}`: a hash of each hold's owner (a semaphore's permit) to
+  /// the JSON record its dlock client wrote at the grant (lock_holder::identity). dlock's own
+  /// key beside Redisson's layout, in the same slot, gone with the last hold it names.
+  std::string holder;
 };
 
 /// The keys and channel of the lock `name` (any kind dlock has today).
 DLOCK_API lock_keys keys_of_lock(std::string_view name);
+
+/// The prefix of every holder record key (`dlock_holder:*`).
+inline constexpr std::string_view holder_key_prefix = "dlock_holder";
 
 /// The prefix of every fencing counter, for finding locks by SCAN (`redisson_lock_token:*`).
 inline constexpr std::string_view fence_counter_prefix = "redisson_lock_token";

@@ -32,6 +32,26 @@ struct lock_handle;
 struct async_access;
 }  // namespace detail
 
+/// Who took a hold, as the dlock client that took it recorded it beside the lock, in the key
+/// `dlock_holder:{NAME}` (docs/operating.md): a hash of the hold's owner (a semaphore's permit)
+/// to what is below. Written, renewed and removed by the scripts that grant, renew and release
+/// the hold, so it lasts as long as the hold. A hold taken by Redisson, node-redlock or any
+/// other library has none.
+struct holder_identity {
+  /// The holder's host name (gethostname).
+  std::string host;
+  /// The holder's process id.
+  std::int64_t pid = 0;
+  /// The user the holder ran as.
+  std::string user;
+  /// client_options::holder_label: the program's name by default; `dlock run`'s command.
+  std::string label;
+  /// The id of the client that took it (the `<client-uuid>` of a reentrant owner field).
+  std::string client_id;
+  /// When the server granted the hold (its clock, to the millisecond); a re-entry keeps it.
+  std::chrono::system_clock::time_point since{};
+};
+
 /// Who holds a lock, as the server sees it.
 struct lock_holder {
   /// Reentrant locks: the owner's hash field "<client-uuid>:<thread or owner id>".
@@ -39,6 +59,9 @@ struct lock_holder {
   std::string owner;
   /// Hold count (always 1 for a simple lock).
   std::int64_t holds = 0;
+  /// Who took it, if a dlock client that records it did (nothing for Redisson's holds, or a
+  /// client with client_options::record_holder off).
+  std::optional<holder_identity> identity{};
 };
 
 /// What kind of key a lock name holds.

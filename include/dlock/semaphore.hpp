@@ -26,6 +26,11 @@ struct semaphore_info {
   /// Leased semaphores: permits held now, each with its id (hex) and remaining lease
   /// (`milliseconds::max()`: a permit taken without expiry).
   std::vector<std::pair<std::string, std::chrono::milliseconds>> leased;
+  /// Who took the permits out now, per grant, where the dlock client that took them recorded it
+  /// (the key for a leased semaphore's permit is its id, as in `leased`; a plain semaphore's
+  /// grants have no id of their own: its key is the grant's mark). Grants made by Redisson or
+  /// by a client with client_options::record_holder off are missing.
+  std::vector<std::pair<std::string, holder_identity>> holders;
   /// Clients subscribed to the semaphore's channel: waiters, in dlock or Redisson.
   std::int64_t waiters = 0;
 };

@@ -1,9 +1,28 @@
 #include "net/connect_fsm.hpp"
 
+#include <unistd.h>
+
+#include "core/process_facts.hpp"
 #include "dlock/error.hpp"
 #include "wire/resp.hpp"
 
 namespace dlock::net {
+namespace {
+
+// "dlock:HOST:PID", so that an operator reading CLIENT LIST knows whose connection it is; a
+// connection name may hold no space, newline or byte outside printable ASCII. Read at every
+// handshake: a forked child's reconnections carry its own pid.
+std::string default_connection_name() {
+  std::string name = "dlock:";
+  for (const char c : detail::host_name()) {
+    name += (c > ' ' && c <= '~') ? c : '_';
+  }
+  name += ':';
+  name += std::to_string(::getpid());
+  return name;
+}
+
+}  // namespace
 
 std::error_code classify_error_reply(std::string_view text) {
   // Errors a script's redis.call raised reach us with the same code in front (Redis 7), and a
@@ -48,7 +67,8 @@ handshake::handshake(const connection_options& options, bool require_master) : o
     const std::string_view args[] = {"ROLE"};
     add(step::role, args);
   }
-  const std::string name = options.client_name.empty() ? "dlock" : options.client_name;
+  const std::string name =
+      options.client_name.empty() ? default_connection_name() : options.client_name;
   const std::string_view args[] = {"CLIENT", "SETNAME", name};
   add(step::setname, args);
 }

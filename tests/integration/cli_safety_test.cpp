@@ -469,7 +469,8 @@ TEST_F(CliSafety, NamesAreShownAsWrittenAndCannotForgeRows) {
                  "redisson_lock_token:}{x"})
                 .integer(),
             3);
-  const auto ls = dlock_cli({"--url", url(), "ls", "--json"});
+  // Released, they are free names: listed with --all.
+  const auto ls = dlock_cli({"--url", url(), "ls", "--all", "--json"});
   ASSERT_EQ(ls.code, 0) << ls.output;
   std::set<std::string> listed;
   const auto parsed = nlohmann::json::parse(ls.output);
@@ -479,7 +480,7 @@ TEST_F(CliSafety, NamesAreShownAsWrittenAndCannotForgeRows) {
   EXPECT_EQ(listed,
             (std::set<std::string>{"-dash", "a", "b", "job{", "lock:{}", "two\nlines", "}{x"}))
       << ls.output;
-  const auto table = dlock_cli({"--url", url(), "ls"});
+  const auto table = dlock_cli({"--url", url(), "ls", "--all"});
   EXPECT_EQ(line_count(table.output), 1 + listed.size()) << table.output;
   EXPECT_NE(table.output.find("two\\nlines"), std::string::npos) << table.output;
 }

@@ -178,7 +178,13 @@ TEST_F(Cli, StatusAndLsPrintTheDocumentedJson) {
   EXPECT_TRUE(free.at("ttl_ms").is_null());
   EXPECT_TRUE(free.at("holders").empty());
 
-  const auto ls = dlock_cli({"--url", url(), "ls", key("*"), "--json"});
+  // By default only what is in use; --all adds the free names.
+  const auto in_use = dlock_cli({"--url", url(), "ls", key("*"), "--json"});
+  ASSERT_EQ(in_use.code, 0) << in_use.output;
+  const auto held_only = nlohmann::json::parse(in_use.output).at("locks");
+  ASSERT_EQ(held_only.size(), 1u) << in_use.output;
+  EXPECT_EQ(held_only[0].at("name"), key("busy"));
+  const auto ls = dlock_cli({"--url", url(), "ls", key("*"), "--all", "--json"});
   ASSERT_EQ(ls.code, 0) << ls.output;
   const auto locks = nlohmann::json::parse(ls.output).at("locks");
   ASSERT_EQ(locks.size(), 2u) << ls.output;

@@ -334,8 +334,8 @@ TEST_F(ReadUnderLock, AReadTheAclForbidsGetsTheServersRefusalInItsPlace) {
   raw({"HSET", key("hash"), "f", "h"});
   raw({"SET", "secret", "s"});
   // Every key of this test (they start with its name) and the lock's derived keys; no HGET.
-  raw({"ACL", "SETUSER", "reader", "on", ">pw", "~" + key("") + "*", "~redisson*", "&*", "+@all",
-       "-hget"});
+  raw({"ACL", "SETUSER", "reader", "on", ">pw", "~" + key("") + "*", "~redisson*", "~dlock_holder*",
+       "&*", "+@all", "-hget"});
   auto o = client_options::from_url(url());
   o.connection.user = "reader";
   o.connection.password = "pw";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -227,6 +228,39 @@ TEST_F(RedLock, EachMasterHoldsTheSingleServerLayout) {
 // so the grant's majority is masters 0-2, whose counters stand 50 apart: the token is master
 // 2's, and masters 0 and 1 are raised to it before the grant returns. Then, with every counter
 // level, each master draws the same token and the grant writes nothing back.
+// Each master keeps the holder record beside its copy of the lock, written and removed by the
+// same scripts as on one server; info() reads it from the master that shows the lock.
+TEST_F(RedLock, EachMasterRecordsTheHolderBesideItsCopyOfTheLock) {
+  auto o = options();
+  o.holder_label = "redlock-job";
+  client c(o);
+  wait_connected_to_all(c);
+  const auto record = keys_of_lock(key("who")).holder;
+  {
+    auto l = c.simple(key("who")).acquire({.lease_time = 10s});
+    ASSERT_TRUE(l);
+    wait_on_every_master(record);
+    const auto info = c.simple(key("who")).info();
+    ASSERT_EQ(info.holders.size(), 1u);
+    ASSERT_TRUE(info.holders[0].identity);
+    EXPECT_EQ(info.holders[0].identity->label, "redlock-job");
+    EXPECT_EQ(info.holders[0].identity->pid, ::getpid());
+    for (std::size_t i = 0; i < kMasters; ++i) {
+      raw_redis m(master(i).port());
+      EXPECT_EQ(m({"HLEN", record}).integer(), 1) << "master " << i;
+      EXPECT_GT(m({"PTTL", record}).integer(), 9000) << "master " << i;
+    }
+  }
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    raw_redis m(master(i).port());
+    const auto limit = steady::now() + 30s;
+    while (m({"EXISTS", record}).integer() == 1) {
+      ASSERT_LT(steady::now(), limit) << "master " << i << " kept the record";
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+}
+
 TEST_F(RedLock, OnlyTheMastersThatDrewALowerTokenAreRaisedToTheGrantsToken) {
   client c(options());
   wait_connected_to_all(c);

@@ -281,8 +281,8 @@ TEST_F(WriteUnderLock, ReentrantFairAndReadWriteHoldsWriteUnderTheirHashLayout) 
 TEST_F(WriteUnderLock, AWriteTheAclForbidsGetsTheServersRefusalInItsPlace) {
   raw_redis raw(server().port());
   raw({"SET", "secret", "s"});
-  raw({"ACL", "SETUSER", "writer", "on", ">pw", "~" + key("") + "*", "~redisson*", "&*", "+@all",
-       "-hset"});
+  raw({"ACL", "SETUSER", "writer", "on", ">pw", "~" + key("") + "*", "~redisson*", "~dlock_holder*",
+       "&*", "+@all", "-hset"});
   auto o = client_options::from_url(url());
   o.connection.user = "writer";
   o.connection.password = "pw";

@@ -9,6 +9,7 @@ class standalone final : public deployment {
  public:
   client_options options() const override { return client_options::from_url(server_.url()); }
   std::string worker_target() const override { return server_.url(); }
+  std::vector<std::string> cli_target() const override { return {"--url", server_.url()}; }
   std::uint16_t port_for(std::string_view) override { return server_.port(); }
   std::vector<std::uint16_t> master_ports() override { return {server_.port()}; }
 
@@ -21,6 +22,14 @@ class sentinel final : public deployment {
   explicit sentinel(int replicas) : set_(make_options(replicas)) {}
   client_options options() const override { return client_options::from_url(set_.url()); }
   std::string worker_target() const override { return set_.url(); }
+  std::vector<std::string> cli_target() const override {
+    std::vector<std::string> args = {"--sentinel", set_.master_name()};
+    for (const auto& url : set_.sentinel_urls()) {
+      args.push_back("--url");
+      args.push_back(url);
+    }
+    return args;
+  }
   std::uint16_t port_for(std::string_view) override {
     return set_.data_node(set_.master_index()).port();
   }
@@ -49,6 +58,14 @@ class cluster final : public deployment {
       target += url;
     }
     return target;
+  }
+  std::vector<std::string> cli_target() const override {
+    std::vector<std::string> args = {"--cluster"};
+    for (const auto& url : cluster_.seed_urls()) {
+      args.push_back("--url");
+      args.push_back(url);
+    }
+    return args;
   }
   std::uint16_t port_for(std::string_view key) override {
     return cluster_.node(cluster_.master_of_slot(embedded::redis_cluster::key_slot(key))).port();

@@ -23,6 +23,8 @@ class deployment {
   virtual client_options options() const = 0;
   /// The test worker's URL argument (tests/worker/lock_worker.cpp).
   virtual std::string worker_target() const = 0;
+  /// The dlock command line's options that reach it (before the subcommand).
+  virtual std::vector<std::string> cli_target() const = 0;
   /// The port of the master that serves `key` now.
   virtual std::uint16_t port_for(std::string_view key) = 0;
   /// Every master's port.

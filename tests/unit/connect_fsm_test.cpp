@@ -1,6 +1,7 @@
 // The connection's decisions without a socket: what the handshake sends, how its replies are
 // judged, the reconnect backoff, and what a timed-out attempt is called.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "dlock/error.hpp"
 #include "net/connect_fsm.hpp"
@@ -26,7 +27,19 @@ dlock::connection_options with(std::string user, std::string password, int db, s
 
 TEST(Handshake, SendsOnlyWhatIsNeededInOneWrite) {
   const auto plain = with("", "", 0, "");
-  EXPECT_EQ(handshake(plain).request(), "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$5\r\ndlock\r\n");
+  // Unnamed: "dlock:HOST:PID", for operators reading CLIENT LIST.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string name =
+      std::string("dlock:").append(host).append(":").append(std::to_string(::getpid()));
+  for (auto& c : name) {
+    if (c <= ' ' || c > '~') c = '_';
+  }
+  EXPECT_EQ(handshake(plain).request(), std::string("*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$")
+                                            .append(std::to_string(name.size()))
+                                            .append("\r\n")
+                                            .append(name)
+                                            .append("\r\n"));
   const auto full = with("alice", "pw", 3, "worker");
   const handshake h(full);
   const auto& r = h.request();

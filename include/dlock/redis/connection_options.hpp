@@ -35,7 +35,9 @@ struct DLOCK_API connection_options {
   std::string password;
   /// Logical database selected after connecting (`SELECT`).
   int database = 0;
-  /// Sent with `CLIENT SETNAME`; empty means "dlock".
+  /// Sent with `CLIENT SETNAME`; empty means "dlock:HOST:PID" (this host's name and process
+  /// id, bytes a connection name may not hold replaced by '_'), for operators reading
+  /// CLIENT LIST.
   std::string client_name;
   tls_options tls;
 

@@ -12,6 +12,7 @@
 #include "locks/async/awaitable_factory.hpp"
 #include "locks/async/one_call.hpp"
 #include "locks/runtime/lock_core.hpp"
+#include "locks/sansio/holder_record.hpp"
 
 namespace dlock {
 
@@ -40,7 +41,8 @@ lock_type kind_by_keys(lock_type type, std::string_view mode, bool queued) {
 }
 
 // Reads the state array of _snapshot.lua: {type, layout, pttl, fence, mode, queued, owner1,
-// holds1, ...}.
+// holds1, identity1, ...}; an identity that is not a holder record (a key someone else wrote)
+// is left out.
 lock_info parse_snapshot(const reply& r) {
   lock_info info;
   const auto& type = r.at(0).str();
@@ -55,8 +57,8 @@ lock_info parse_snapshot(const reply& r) {
   info.fence = parse_u64(r.at(3));
   info.kind = kind_by_keys(info.type, r.at(4).str(), r.at(5).integer() == 1);
   const auto& e = r.elements();
-  for (std::size_t i = 6; i + 1 < e.size(); i += 2)
-    info.holders.push_back({e[i].str(), e[i + 1].integer()});
+  for (std::size_t i = 6; i + 2 < e.size(); i += 3)
+    info.holders.push_back({e[i].str(), e[i + 1].integer(), detail::decode_holder(e[i + 2].str())});
   return info;
 }
 
@@ -162,8 +164,9 @@ void add_waiters(const std::shared_ptr<detail::lock_handle>& h, lock_info info,
 void read_info(const std::shared_ptr<detail::lock_handle>& h, info_callback done) {
   const auto& n = *h->names;
   const auto queue = derived_key("redisson_lock_queue", n.name);
-  const std::string_view keys[] = {n.name, n.fence_key, queue};
-  snapshot_across(*h->core, lock_info_script(), n.name, keys, {},
+  const std::string_view keys[] = {n.name, n.fence_key, queue, n.holder_key};
+  const bool records = !h->core->holder_record().empty();
+  snapshot_across(*h->core, lock_info_script(), n.name, std::span(keys, records ? 4 : 3), {},
                   [h, done = std::move(done)](call_result<lock_info> r) {
                     if (r.error) return detail::deliver(done, std::move(r));
                     add_waiters(h, std::move(r.value), std::move(done));
@@ -187,7 +190,9 @@ void remove_lock(const std::shared_ptr<detail::lock_handle>& h, force_unlock_che
       check == force_unlock_check::confirmed_kind ? h->kind->redis_type() : "";
   const auto queue = derived_key("redisson_lock_queue", n.name);
   const auto deadlines = derived_key("redisson_lock_timeout", n.name);
-  const std::string_view keys[] = {n.name, n.fence_key, n.channel, queue, deadlines};
+  const std::string_view all_keys[] = {n.name, n.fence_key, n.channel,
+                                       queue,  deadlines,   n.holder_key};
+  const auto keys = std::span(all_keys, h->core->holder_record().empty() ? 5 : 6);
   const std::string_view args[] = {detail::unlock_message, confirmed,
                                    h->core->topo().publish_command()};
   snapshot_across(*h->core, force_unlock_script(), n.name, keys, args,

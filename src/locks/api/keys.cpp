@@ -12,7 +12,7 @@ std::string derived_key(std::string_view prefix, std::string_view name) {
 
 lock_keys keys_of_lock(std::string_view name) {
   return {std::string(name), derived_key(fence_counter_prefix, name),
-          derived_key("redisson_lock__channel", name)};
+          derived_key("redisson_lock__channel", name), derived_key(holder_key_prefix, name)};
 }
 
 std::vector<std::string> lock_names_of_fence_counter(std::string_view counter_key) {

@@ -10,6 +10,7 @@
 #include "locks/async/awaitable_factory.hpp"
 #include "locks/async/one_call.hpp"
 #include "locks/runtime/lock_core.hpp"
+#include "locks/sansio/holder_record.hpp"
 
 namespace dlock {
 
@@ -62,15 +63,17 @@ void give_back(const detail::lock_handle& h, std::int64_t permits,
   });
 }
 
-// The script's answer {exists, free, server time, id1, expiry1, ...} as semaphore_info, waiters
-// not counted yet.
-semaphore_info parse_info(const reply& r) {
+// The script's answer {exists, free, server time, {id1, expiry1, ...}, {holder field1, record1,
+// ...}} as semaphore_info, waiters not counted yet. A leased semaphore's ids (and its holder
+// fields) are raw bytes, shown in hex as lease::permit_id shows them; a plain semaphore's holder
+// fields are its grants' ids, hex already.
+semaphore_info parse_info(const reply& r, bool leased) {
   semaphore_info info;
   info.exists = r.at(0).integer() == 1;
   info.available = r.at(1).integer();
   const auto now = r.at(2).integer();
-  const auto& e = r.elements();
-  for (std::size_t i = 3; i + 1 < e.size(); i += 2) {
+  const auto& e = r.at(3).elements();
+  for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
     const auto expiry = e[i + 1].integer();
     // Redisson marks a permit taken without expiry with a score far in the future.
     const auto left = expiry >= 900'000'000'000'000
@@ -80,6 +83,13 @@ semaphore_info parse_info(const reply& r) {
     if (left.count() == 0) ++info.available;
     info.leased.emplace_back(detail::to_hex(e[i].str()), left);
   }
+  const auto& holders = r.at(4).elements();
+  for (std::size_t i = 0; i + 1 < holders.size(); i += 2) {
+    if (auto identity = detail::decode_holder(holders[i + 1].str())) {
+      const auto& id = holders[i].str();
+      info.holders.emplace_back(leased ? detail::to_hex(id) : id, std::move(*identity));
+    }
+  }
   return info;
 }
 
@@ -88,9 +98,13 @@ semaphore_info parse_info(const reply& r) {
 void read_permits(const detail::lock_handle& h, detail::result_callback<semaphore_info> done) {
   refuse_redlock(h);
   const auto& n = *h.names;
-  const std::string_view keys[] = {n.name, n.aux_key1.empty() ? n.name : n.aux_key1};
-  h.core->call_async(info_script(), n.name, keys, {},
-                     detail::to_result<semaphore_info>(parse_info, std::move(done)));
+  const bool leased = !n.aux_key1.empty();
+  const std::string_view keys[] = {n.name, leased ? n.aux_key1 : n.name, n.holder_key};
+  const bool records = !h.core->holder_record().empty();
+  h.core->call_async(
+      info_script(), n.name, std::span(keys, records ? 3 : 2), {},
+      detail::to_result<semaphore_info>([leased](const reply& r) { return parse_info(r, leased); },
+                                        std::move(done)));
 }
 
 // The whole picture: the permits, then the clients subscribed to the channel (waiters).
@@ -124,10 +138,11 @@ void release_by_id(const detail::lock_handle& h, std::string_view permit_id,
   refuse_redlock(h);
   static const script release{std::string(lua::leased_release)};
   const auto& n = *h.names;
-  const std::string_view keys[] = {n.name, n.aux_key1, n.channel};
+  const std::string_view keys[] = {n.name, n.aux_key1, n.channel, n.holder_key};
   const std::string_view args[] = {*ids, h.core->topo().publish_command()};
+  const bool records = !h.core->holder_record().empty();
   h.core->call_async(
-      release, n.name, keys, args,
+      release, n.name, std::span(keys, records ? 4 : 3), args,
       detail::to_result<bool>([](const reply& r) { return r.is_integer(); }, std::move(done)));
 }
 

@@ -50,9 +50,11 @@ class fair_protocol final : public lock_kind {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string waiter_ms = std::to_string(c.waiter_lease.count());
     const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.aux_key2,
-                                     c.names.fence_key};
-    const std::string_view args[] = {lease_ms, c.owner, waiter_ms, c.may_queue ? "1" : "0"};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+                                     c.names.fence_key, c.names.holder_key};
+    const std::string_view args[] = {lease_ms, c.owner, waiter_ms, c.may_queue ? "1" : "0",
+                                     c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
 
   // One script for both: a release counts one hold down, a drop ends the owner's outright; at
@@ -60,10 +62,11 @@ class fair_protocol final : public lock_kind {
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.aux_key2,
-                                     c.names.publish_channel};
+                                     c.names.publish_channel, c.names.holder_key};
     const std::string_view args[] = {lease_ms, c.owner, unlock_message, unlock_publisher(c, how),
                                      how == hold_end::release ? "0" : "1"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
 
   void abandon(const lock_call& c, net::reply_callback done) const override {

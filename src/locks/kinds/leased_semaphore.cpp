@@ -47,16 +47,19 @@ class leased_semaphore_protocol final : public lock_kind {
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.fence_key,
-                                     c.names.channel};
-    const std::string_view args[] = {c.owner, lease_ms, c.topo.publish_command()};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+                                     c.names.channel, c.names.holder_key};
+    const std::string_view args[] = {c.owner, lease_ms, c.topo.publish_command(), c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
   // Every end of the hold gives back whichever of the owner's ids are still held: a grant that
   // never happened left none, and a drop sent for it changes nothing.
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel,
+                                     c.names.holder_key};
     const std::string_view args[] = {c.owner, unlock_publisher(c, how)};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
              net::clock::time_point deadline, net::reply_callback done) const override {

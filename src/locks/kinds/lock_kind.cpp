@@ -9,6 +9,7 @@ lock_names::lock_names(std::string lock_name, const std::string& shared_fence_co
   name = std::move(lock_name);
   fence_key = shared_fence_counter.empty() ? std::move(keys.fence_counter) : shared_fence_counter;
   channel = std::move(keys.unlock_channel);
+  holder_key = std::move(keys.holder);
 }
 
 // Every kind's acquire script answers {1, fence} (granted), {2, fence} (re-entered) or

@@ -30,8 +30,9 @@ struct lock_names {
   /// `shared_fence_counter`: client_options::fence_counter (empty: a counter per name).
   lock_names(std::string lock_name, const std::string& shared_fence_counter = {});
   std::string name;
-  std::string fence_key;  // redisson_lock_token:{NAME}
-  std::string channel;    // where its waiters listen: redisson_lock__channel:{NAME} for locks
+  std::string fence_key;   // redisson_lock_token:{NAME}
+  std::string channel;     // where its waiters listen: redisson_lock__channel:{NAME} for locks
+  std::string holder_key;  // dlock_holder:{NAME}: who holds it (_holder.lua)
   // Keys some kinds keep beside the lock (a fair lock's queue and deadlines, a leased
   // semaphore's permits, a read-write lock's intent key), and the channel a release publishes
   // on when it differs from `channel` (a fair lock's waiter listens on its own channel).
@@ -75,6 +76,9 @@ struct lock_call {
   /// call's callback ran (RedLock reports a release once a majority has confirmed it). A closing
   /// client waits for it (release_drain).
   std::shared_ptr<void> settled = nullptr;
+  /// Attempts: the holder record a grant writes beside the lock (holder_record.hpp); empty
+  /// when the client records none.
+  std::string_view identity{};
 };
 
 /// How a hold ends (lock_kind::end_hold).
@@ -97,9 +101,18 @@ inline std::string_view unlock_publisher(const lock_call& c, hold_end how) {
   return how == hold_end::drop_quietly ? std::string_view("") : c.topo.publish_command();
 }
 
+/// `keys`, whose last is the name's holder record key (_holder.lua), without it when the call's
+/// client records no holders: the scripts then leave records alone, and an ACL user whose key
+/// patterns leave out `dlock_holder:*` is not refused the whole call.
+inline std::span<const std::string_view> with_record(std::span<const std::string_view> keys,
+                                                     const lock_call& c) {
+  return c.identity.empty() ? keys.first(keys.size() - 1) : keys;
+}
+
 /// One hold in a renewal batch.
 struct renewal_item {
   const std::string* name;
+  const std::string* holder_key;  // nullptr: the client records no holders
   const std::string* owner;
   std::chrono::milliseconds lease;
 };

@@ -51,16 +51,19 @@ class read_protocol final : public read_write_side {
 
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.aux_key1};
-    const std::string_view args[] = {lease_ms, c.owner};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.aux_key1,
+                                     c.names.holder_key};
+    const std::string_view args[] = {lease_ms, c.owner, c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
   // A release gives back one read hold, a drop every one the owner has.
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.channel, c.names.holder_key};
     const std::string_view args[] = {read_unlock_message, c.owner, unlock_publisher(c, how),
                                      how == hold_end::release ? "0" : "1"};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
   void renew(topology& t, node_id node, std::span<const renewal_item> items,
              net::clock::time_point deadline, net::reply_callback done) const override {
@@ -91,18 +94,21 @@ class write_protocol final : public read_write_side {
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
     const std::string waiter_ms = std::to_string(c.waiter_lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.aux_key1};
-    const std::string_view args[] = {lease_ms, c.owner, waiter_ms, c.may_queue ? "1" : "0",
-                                     upgrade_ ? "1" : "0"};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.aux_key1,
+                                     c.names.holder_key};
+    const std::string_view args[] = {
+        lease_ms, c.owner, waiter_ms, c.may_queue ? "1" : "0", upgrade_ ? "1" : "0", c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
   // A release counts the writer's hold down, a drop ends it whatever its count.
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.channel, c.names.holder_key};
     const std::string_view args[] = {write_unlock_message, c.owner, unlock_publisher(c, how),
                                      how == hold_end::release ? "0" : "1", lease_ms};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
   void abandon(const lock_call& c, net::reply_callback done) const override {
     const std::string_view keys[] = {c.names.name, c.names.aux_key1, c.names.channel};

@@ -11,11 +11,13 @@ renewal_round::renewal_round(const redlock_protocol& kind, topology& t,
     : kind_(kind), topo_(t), masters_(masters) {
   for (const auto& item : items) {
     names_.push_back(*item.name);
+    holder_keys_.push_back(item.holder_key ? *item.holder_key : std::string());
     owners_.push_back(*item.owner);
     leases_.push_back(item.lease);
   }
   for (std::size_t i = 0; i < names_.size(); ++i)
-    items_.push_back({&names_[i], &owners_[i], leases_[i]});
+    items_.push_back({&names_[i], holder_keys_[i].empty() ? nullptr : &holder_keys_[i], &owners_[i],
+                      leases_[i]});
   lock_guard lock(mutex_);
   renewed_.assign(items_.size(), 0);
   refused_.assign(items_.size(), 0);

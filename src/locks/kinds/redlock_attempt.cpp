@@ -11,7 +11,7 @@ namespace dlock::detail::redlock_rounds {
 attempt_round::attempt_round(const redlock_protocol& kind, const lock_call& c, std::size_t masters,
                              net::reply_callback done)
     : kind_(kind),
-      call_{c.topo, c.names, c.owner, c.lease},
+      call_{c.topo, c.names, c.owner, c.lease, std::string(c.identity)},
       holds_already_(c.holds_already),
       started_(net::clock::now()),
       node_deadline_(std::min(c.deadline, started_ + kind.timing().node_timeout(c.lease))),

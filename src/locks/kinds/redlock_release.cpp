@@ -20,7 +20,7 @@ net::clock::time_point master_deadline(const quorum_timing& timing, const lock_c
 release_round::release_round(const redlock_protocol& kind, const lock_call& c, hold_end how,
                              net::reply_callback done)
     : kind_(kind),
-      call_{c.topo, c.names, c.owner, c.lease},
+      call_{c.topo, c.names, c.owner, c.lease, std::string(c.identity)},
       settled_(c.settled),
       how_(how),
       early_(how == hold_end::release && !kind.base().reentrant()),

@@ -47,8 +47,11 @@ struct call_copy {
   lock_names names;
   std::string owner;
   milliseconds lease;
+  std::string identity{};
   lock_call at(node_id node, net::clock::time_point deadline) const {
-    return {topo, node, names, owner, lease, deadline};
+    lock_call call{topo, node, names, owner, lease, deadline};
+    call.identity = identity;
+    return call;
   }
 };
 
@@ -128,9 +131,9 @@ class renewal_round : public std::enable_shared_from_this<renewal_round> {
 
   const redlock_protocol& kind_;
   topology& topo_;
-  std::vector<std::string> names_, owners_;
+  std::vector<std::string> names_, holder_keys_, owners_;
   std::vector<milliseconds> leases_;
-  std::vector<renewal_item> items_;  // pointing into names_ and owners_
+  std::vector<renewal_item> items_;  // pointing into names_, holder_keys_ and owners_
   const std::size_t masters_;
   mutex mutex_;
   std::vector<std::size_t> renewed_ DLOCK_GUARDED_BY(mutex_), refused_ DLOCK_GUARDED_BY(mutex_);

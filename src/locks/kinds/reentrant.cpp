@@ -32,23 +32,26 @@ class reentrant_protocol final : public lock_kind {
 
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.fence_key};
-    const std::string_view args[] = {lease_ms, c.owner};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.holder_key};
+    const std::string_view args[] = {lease_ms, c.owner, c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
 
   // A release counts one hold down (the lock goes with the last); a drop removes the owner's
   // entry whatever its count.
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.channel, c.names.holder_key};
     if (how == hold_end::release) {
       const std::string lease_ms = std::to_string(c.lease.count());
       const std::string_view args[] = {lease_ms, c.owner, unlock_message, c.topo.publish_command()};
-      c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+      c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                  std::move(done));
       return;
     }
     const std::string_view args[] = {c.owner, unlock_message, unlock_publisher(c, how)};
-    c.topo.eval(c.node, drop_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, drop_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,

@@ -65,9 +65,10 @@ class semaphore_protocol final : public lock_kind {
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string permits = std::to_string(c.permits);
     const auto mark = grant_mark(c);
-    const std::string_view keys[] = {c.names.name, c.names.fence_key, mark};
-    const std::string_view args[] = {permits, grant_mark_ms};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, mark, c.names.holder_key};
+    const std::string_view args[] = {permits, grant_mark_ms, c.owner, c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
   // A release gives the permits back and deletes the grant's mark; a drop, sent when the grant
   // may not have happened, gives them back only if the mark says they were taken, and voids the
@@ -75,14 +76,16 @@ class semaphore_protocol final : public lock_kind {
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
     const std::string permits = std::to_string(c.permits);
     const auto mark = grant_mark(c);
-    const std::string_view keys[] = {c.names.name, c.names.channel, mark};
+    const std::string_view keys[] = {c.names.name, c.names.channel, mark, c.names.holder_key};
     if (how == hold_end::release) {
-      const std::string_view args[] = {permits, c.topo.publish_command(), "release"};
-      c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+      const std::string_view args[] = {permits, c.topo.publish_command(), "release", c.owner};
+      c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                  std::move(done));
       return;
     }
-    const std::string_view args[] = {permits, unlock_publisher(c, how), grant_mark_ms};
-    c.topo.eval(c.node, undo_, keys, args, c.deadline, durability::master, std::move(done));
+    const std::string_view args[] = {permits, unlock_publisher(c, how), grant_mark_ms, c.owner};
+    c.topo.eval(c.node, undo_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
   // Never called: these leases have no watchdog and cannot be extended.
   void renew(topology&, node_id, std::span<const renewal_item>, net::clock::time_point,

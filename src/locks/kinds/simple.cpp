@@ -27,16 +27,18 @@ class simple_protocol final : public lock_kind {
 
   void attempt(const lock_call& c, net::reply_callback done) const override {
     const std::string lease_ms = std::to_string(c.lease.count());
-    const std::string_view keys[] = {c.names.name, c.names.fence_key};
-    const std::string_view args[] = {c.owner, lease_ms};
-    c.topo.eval(c.node, acquire_, keys, args, c.deadline, durability::replicas, std::move(done));
+    const std::string_view keys[] = {c.names.name, c.names.fence_key, c.names.holder_key};
+    const std::string_view args[] = {c.owner, lease_ms, c.identity};
+    c.topo.eval(c.node, acquire_, with_record(keys, c), args, c.deadline, durability::replicas,
+                std::move(done));
   }
 
   // A token is never re-entered: every end of its hold deletes it, if it is still the token's.
   void end_hold(const lock_call& c, hold_end how, net::reply_callback done) const override {
-    const std::string_view keys[] = {c.names.name, c.names.channel};
+    const std::string_view keys[] = {c.names.name, c.names.channel, c.names.holder_key};
     const std::string_view args[] = {c.owner, unlock_message, unlock_publisher(c, how)};
-    c.topo.eval(c.node, release_, keys, args, c.deadline, durability::master, std::move(done));
+    c.topo.eval(c.node, release_, with_record(keys, c), args, c.deadline, durability::master,
+                std::move(done));
   }
 
   void renew(topology& t, node_id node, std::span<const renewal_item> items,

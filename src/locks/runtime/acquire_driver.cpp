@@ -141,7 +141,8 @@ void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point 
   const auto sent_at = steady::now();
   o->req.kind->attempt(
       {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
-       options_.fair_waiter_lease, o->req.permits, o->fsm.may_queue(), o->fsm.reentry()},
+       options_.fair_waiter_lease, o->req.permits, o->fsm.may_queue(), o->fsm.reentry(), nullptr,
+       holder_record_},
       [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
 }
 
@@ -253,7 +254,15 @@ std::string lock_core::failure_message(const op& o, std::error_code ec,
     if (text.starts_with("WRONGTYPE its ")) return "lock '" + name + "': " + text.substr(10);
   }
   std::string message = "acquiring lock '" + name + "': ";
-  return message.append(server_reply.is_error() ? server_reply.str() : ec.message());
+  message.append(server_reply.is_error() ? server_reply.str() : ec.message());
+  // The one key an ACL written for Redisson's layout does not know about.
+  if (ec == errc::permission_denied && !holder_record_.empty() &&
+      message.find("keys used as arguments") != std::string::npos) {
+    message.append(
+        " (besides Redisson's keys, dlock records the holder in dlock_holder:{NAME}: "
+        "allow the user ~dlock_holder:*, or set client_options::record_holder = false)");
+  }
+  return message;
 }
 
 net::reply_callback lock_core::undo_tracked() const {

@@ -7,6 +7,7 @@
 #include "dlock/error.hpp"
 #include "locks/kinds/redlock.hpp"
 #include "locks/runtime/core_state.hpp"
+#include "locks/sansio/holder_record.hpp"
 #include "topology/cluster.hpp"
 #include "topology/redlock.hpp"
 #include "topology/sentinel.hpp"
@@ -128,6 +129,9 @@ lock_core::lock_core(client_options options)
                                            io_mode(options_.busy_poll_under_load))),
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
+      holder_record_(options_.record_holder
+                         ? encode_holder(holder_of_this_process(options_.holder_label, uuid_))
+                         : std::string()),
       watchdog_period_(options_.watchdog_period > 0ms ? options_.watchdog_period
                                                       : options_.watchdog_lease / 3) {
   if (options_.redlock.masters.empty()) return;
@@ -216,14 +220,16 @@ client_stats lock_core::stats() const noexcept {
 
 lock_call lock_core::call_for(const lock_names& n, const std::string& owner, milliseconds lease,
                               std::int64_t permits) noexcept {
-  return {*topology_,
-          topology_->nodes_for(n.name).front(),
-          n,
-          owner,
-          lease,
-          steady::now() + options_.connection.command_timeout,
-          options_.fair_waiter_lease,
-          permits};
+  lock_call call{*topology_,
+                 topology_->nodes_for(n.name).front(),
+                 n,
+                 owner,
+                 lease,
+                 steady::now() + options_.connection.command_timeout,
+                 options_.fair_waiter_lease,
+                 permits};
+  call.identity = holder_record_;
+  return call;
 }
 
 steady::time_point lock_core::validity_end(steady::time_point sent_at, milliseconds lease) const {

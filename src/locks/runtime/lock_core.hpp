@@ -38,13 +38,13 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/multi_lock.hpp"
-#include "locks/sansio/guarded_calls.hpp"
 #include "locks/kinds/redlock.hpp"
 #include "locks/runtime/grant.hpp"
 #include "locks/runtime/grant_registry.hpp"
 #include "locks/runtime/name_activity.hpp"
 #include "locks/runtime/release_drain.hpp"
 #include "locks/sansio/acquisition_fsm.hpp"
+#include "locks/sansio/guarded_calls.hpp"
 #include "locks/sansio/waiter_queue.hpp"
 #include "net/io_thread.hpp"
 #include "topology/topology.hpp"
@@ -104,6 +104,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
   const client_options& options() const noexcept { return options_; }
   const std::string& id() const noexcept { return uuid_; }
+  /// What each grant records of its holder (holder_record.hpp); empty with record_holder off.
+  std::string_view holder_record() const noexcept { return holder_record_; }
+  /// `n`'s holder record key, or nullptr when the client records none (renewal_item).
+  const std::string* record_key_of(const lock_names& n) const noexcept {
+    return holder_record_.empty() ? nullptr : &n.holder_key;
+  }
   topology& topo() noexcept { return *topology_; }
   net::io_thread& io() noexcept { return *io_; }
   const grant_registry& grants() const noexcept { return grants_; }
@@ -301,6 +307,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::shared_ptr<net::io_thread> io_;  // the client's: every connection and timer runs on it
   std::unique_ptr<topology> topology_;
   const std::string uuid_;
+  const std::string holder_record_;
   std::chrono::milliseconds watchdog_period_;
   grant_registry grants_;
   quorum_counters quorum_counters_;

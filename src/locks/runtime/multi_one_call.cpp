@@ -88,6 +88,7 @@ void drop_uncertain(lock_core& core, const multi_handles& hs, const std::string&
   for (const auto& h : hs) {
     keys.push_back(h->names->name);
     keys.push_back(h->names->channel);
+    if (const auto* record = core.record_key_of(*h->names)) keys.push_back(*record);
     args.push_back(core.grants().find_live(kind, h->names->name, owner) ? "0" : "1");
   }
   auto& topo = core.topo();
@@ -106,7 +107,9 @@ one_call_result on_call_reply(lock_core& core, const multi_handles& hs, const st
   auto call_on = [&](const lock_handle& h) {
     const auto node = core.topo().nodes_for(h.names->name).front();
     const auto deadline = steady::now() + core.options().connection.command_timeout;
-    return lock_call{core.topo(), node, *h.names, owner, lease_time, deadline};
+    lock_call call{core.topo(), node, *h.names, owner, lease_time, deadline};
+    call.identity = core.holder_record();
+    return call;
   };
   if (ec == errc::not_replicated) {
     // The master granted, too few replicas have it: a failover could hand the names to someone
@@ -180,7 +183,7 @@ bool one_call_reaches(lock_core& core, const multi_handles& hs) {
   const auto node = first.front();
   const auto route = t.route_of(node, hs.front()->names->name);
   for (const auto& h : hs) {
-    for (const std::string_view key : {h->names->name, h->names->fence_key}) {
+    for (const std::string_view key : {h->names->name, h->names->fence_key, h->names->holder_key}) {
       const auto nodes = t.nodes_for(key);
       if (nodes.size() != 1 || nodes.front() != node ||
           !one_script_reaches(t.route_of(node, key), route)) {
@@ -195,13 +198,14 @@ void send_one_call(lock_core& core, const multi_handles& hs, const lease_options
                    const std::string& owner, std::chrono::milliseconds lease_time,
                    steady::time_point until, std::function<void(one_call_result)> done) {
   std::vector<std::string_view> keys;
-  keys.reserve(2 * hs.size());
+  keys.reserve(3 * hs.size());
   for (const auto& h : hs) {
     keys.push_back(h->names->name);
     keys.push_back(h->names->fence_key);
+    if (const auto* record = core.record_key_of(*h->names)) keys.push_back(*record);
   }
   const std::string lease_ms = std::to_string(lease_time.count());
-  const std::string_view args[] = {lease_ms, owner};
+  const std::string_view args[] = {lease_ms, owner, core.holder_record()};
   core.counters.attempts.fetch_add(1, std::memory_order_relaxed);
   const auto sent_at = steady::now();
   auto& topo = core.topo();

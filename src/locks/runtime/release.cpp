@@ -103,7 +103,7 @@ void lock_core::extend_async(const std::shared_ptr<grant>& g, milliseconds lease
   if (grants_.is_lost(*g)) {
     throw error(errc::lease_lost, "lease on '" + g->names->name + "' was lost");
   }
-  const renewal_item item{&g->names->name, &g->owner, lease_time};
+  const renewal_item item{&g->names->name, record_key_of(*g->names), &g->owner, lease_time};
   const auto sent_at = steady::now();
   const auto c = call_for(*g->names, g->owner, lease_time);
   // `self` is not an owner, for the reason given at lock_core::op: the topology answers every

@@ -58,7 +58,8 @@ void lock_core::renew_all() {
     std::vector<renewal_item> items;
     items.reserve(b.grants.size());
     for (const auto& g : b.grants)
-      items.push_back({&g->names->name, &g->owner, grants_.lease_time(*g)});
+      items.push_back(
+          {&g->names->name, record_key_of(*g->names), &g->owner, grants_.lease_time(*g)});
     auto grants = std::make_shared<std::vector<std::shared_ptr<grant>>>(b.grants);
     b.kind->renew(*topology_, b.where.node, items, deadline,
                   unowned([this, grants, sent_at](std::error_code ec, const reply& r) {

@@ -1,12 +1,22 @@
 -- Fragment included by lock_info.lua and force_unlock.lua (after _layout.lua).
--- The state of one lock as {type, layout, pttl, fence, mode, queued, owner1, holds1, ...}:
+-- The state of one lock as {type, layout, pttl, fence, mode, queued, owner1, holds1, identity1,
+-- ...}:
 -- type is what TYPE says; layout is 'lock' or 'lock_no_ttl' for a key in a lock's layout, 'none'
 -- for no key, otherwise what the key holds instead ('a list', ...); mode is a read-write lock's
 -- 'mode' field ('' for any other key); queued is 1 if the fair lock's waiter queue `queue_key`
 -- exists, else 0 (the two tell the kinds that share a layout apart); owners are listed for
--- locks only (a simple lock's owner is its token, with 1 hold). Returns the type, the layout
--- verdict (nil for a key that is not a lock) and the state.
-local function snapshot(lock_key, fence_key, queue_key)
+-- locks only (a simple lock's owner is its token, with 1 hold), each with what `holder_key`
+-- records of it (_holder.lua), '' if nothing. Returns the type, the layout verdict (nil for a
+-- key that is not a lock) and the state.
+local function holder_of(holder_key, owner)
+  if not holder_key then
+    return ''
+  end
+  local identity = redis.pcall('hget', holder_key, owner)
+  return type(identity) == 'string' and identity or ''
+end
+
+local function snapshot(lock_key, fence_key, queue_key, holder_key)
   local kind = redis.call('type', lock_key).ok
   local fence = redis.call('get', fence_key) or '0'
   local queued = redis.call('exists', queue_key)
@@ -23,11 +33,14 @@ local function snapshot(lock_key, fence_key, queue_key)
       else
         state[#state + 1] = fields[i]
         state[#state + 1] = tonumber(fields[i + 1])
+        state[#state + 1] = holder_of(holder_key, fields[i])
       end
     end
   elseif layout then
-    state[#state + 1] = redis.call('get', lock_key)
+    local token = redis.call('get', lock_key)
+    state[#state + 1] = token
     state[#state + 1] = 1
+    state[#state + 1] = holder_of(holder_key, token)
   end
   return kind, layout, state
 end

@@ -1,7 +1,9 @@
 -- Acquire (or re-enter) a fair lock in Redisson's RFairLock layout, with a fencing token.
 -- KEYS[1] lock hash     KEYS[2] queue list     KEYS[3] deadline zset     KEYS[4] fencing counter
+-- KEYS[5] holder identities (_holder.lua)
 -- ARGV[1] lease in ms   ARGV[2] owner field    ARGV[3] waiter lease in ms
 -- ARGV[4] '1' to take (or keep) a place in the queue when it cannot be granted, '0' not to
+-- ARGV[5] the holder's identity ('': none)
 -- Returns {1, fence} granted (the lock was free and the caller first in line, or nobody was),
 --         {2, fence} re-entered by its owner,
 --         {0, wait}  not now: wait = the holder's remaining lease, or, when the lock is free but
@@ -13,6 +15,7 @@
 --#include _layout
 --#include _clock
 --#include _waiter_queue
+--#include _holder
 local fault = queue_fault(KEYS[2], KEYS[3])
 if fault then
   return fault
@@ -25,6 +28,7 @@ if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
+    holder_extend(KEYS[5], ARGV[1])
   end
   return {2, fence}
 end
@@ -38,6 +42,7 @@ if kind == 'none' then
     redis.call('zrem', KEYS[3], ARGV[2])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    holder_granted(KEYS[5], ARGV[2], ARGV[5], ARGV[1])
     return {1, fence}
   end
 else

@@ -5,6 +5,7 @@
 -- lock's channel, and a fair lock's first living waiter, who listens on a channel of its own.
 -- KEYS[1] lock key        KEYS[2] fencing counter     KEYS[3] unlock channel
 -- KEYS[4] the name's fair queue (list)                KEYS[5] the fair queue's deadlines (zset)
+-- KEYS[6] holder identities (_holder.lua), if the client records them: deleted with the lock
 -- ARGV[1] unlock message  ARGV[2] the kind the caller confirms: '' or the key's TYPE
 -- ARGV[3] 'publish', or 'spublish' on a cluster (sharded pub/sub, as Redisson on Redis 7)
 -- Returns the lock as it was, as _snapshot.lua describes ({'none', 'none', -2, fence} if there
@@ -14,7 +15,7 @@
 --#include _snapshot
 --#include _clock
 --#include _waiter_queue
-local kind, layout, state = snapshot(KEYS[1], KEYS[2], KEYS[4])
+local kind, layout, state = snapshot(KEYS[1], KEYS[2], KEYS[4], KEYS[6])
 if kind == 'none' then
   return state
 end
@@ -31,6 +32,9 @@ if layout == 'lock_no_ttl' then
   end
 end
 redis.call('del', KEYS[1])
+if KEYS[6] then
+  redis.pcall('del', KEYS[6])
+end
 notify(ARGV[3], KEYS[3], ARGV[1])
 if not queue_fault(KEYS[4], KEYS[5]) then
   wake_first_waiter(KEYS[4], KEYS[5], ARGV[3], KEYS[3], ARGV[1])

@@ -2,10 +2,12 @@
 -- ids come back. An id that is not held (released already, forged) or whose lease ran out
 -- changes nothing: an expired permit is the next acquisition's to reclaim.
 -- KEYS[1] free-permit count     KEYS[2] permits taken      KEYS[3] channel
+-- KEYS[4] holder identities (_holder.lua)
 -- ARGV[1] ids, 16 bytes each, concatenated     ARGV[2] 'publish', 'spublish' or ''
 -- Returns nil if none of the ids was held within its lease, else 1 + the subscribers told.
 --#include _notify
 --#include _clock
+--#include _holder
 local now = server_now_ms()
 local returned = 0
 for i = 1, #ARGV[1], 16 do
@@ -13,6 +15,7 @@ for i = 1, #ARGV[1], 16 do
   local expiry = redis.call('zscore', KEYS[2], id)
   if expiry and tonumber(expiry) > now then
     redis.call('zrem', KEYS[2], id)
+    holder_ended(KEYS[4], id)
     returned = returned + 1
   end
 end

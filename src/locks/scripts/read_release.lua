@@ -1,13 +1,14 @@
 -- Release one read hold (or, ARGV[4] = '1', all of an owner's read holds) of a read-write lock.
 -- Its timeout key goes; the hash then lives as long as the longest remaining read hold, or is
 -- deleted, waking waiters, when nobody holds it.
--- KEYS[1] lock hash     KEYS[2] channel
+-- KEYS[1] lock hash     KEYS[2] channel     KEYS[3] holder identities (_holder.lua)
 -- ARGV[1] unlock message ('0')     ARGV[2] owner id     ARGV[3] 'publish', 'spublish' or ''
 -- ARGV[4] '1' to end every read hold of the owner
 -- Returns nil if the owner holds no read hold (nothing changes), 0 if the lock is still held
 -- (by this owner or others), 1 + the subscribers told once nobody holds it.
 --#include _notify
 --#include _keys
+--#include _holder
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
 end
@@ -20,6 +21,7 @@ if keep > 0 then
   redis.call('hset', KEYS[1], ARGV[2], keep)
 else
   redis.call('hdel', KEYS[1], ARGV[2])
+  holder_ended(KEYS[3], ARGV[2])
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if redis.call('hlen', KEYS[1]) > 1 then

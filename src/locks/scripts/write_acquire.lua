@@ -1,9 +1,11 @@
 -- Acquire (or re-enter) the write side of a read-write lock in Redisson's RReadWriteLock layout
 -- (see read_acquire.lua), or upgrade the caller's read hold to it.
 -- KEYS[1] lock hash     KEYS[2] fencing counter     KEYS[3] writers' intent key
+-- KEYS[4] holder identities (_holder.lua)
 -- ARGV[1] lease in ms   ARGV[2] writer field '<owner>:write'   ARGV[3] waiter lease in ms
 -- ARGV[4] '1' to mark (or keep) the intent to write when it cannot be granted, so that new
 --         readers wait; '0' not to      ARGV[5] '1' for an upgrade of the owner's read hold
+-- ARGV[6] the holder's identity ('': none)
 -- The intent key holds 'write:<field>' for a waiting writer and 'upgrade:<field>' for an
 -- upgrading reader; an upgrade takes it over from a plain writer (who could not proceed before
 -- the upgrader's read hold ends anyway), never from another upgrader: that one is refused.
@@ -11,6 +13,7 @@
 -- UPGRADECONFLICT error.
 --#include _fence
 --#include _layout
+--#include _holder
 local kind = redis.call('type', KEYS[1]).ok
 local mode = false
 if kind == 'hash' and is_read_write_lock(KEYS[1]) then
@@ -30,6 +33,7 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
+    holder_extend(KEYS[4], ARGV[1])
   end
   return {2, fence}
 end
@@ -55,6 +59,7 @@ if free and (not intent or ours(intent) or upgrade) then
   if intent and ours(intent) then
     redis.call('del', KEYS[3])
   end
+  holder_granted(KEYS[4], ARGV[2], ARGV[6], ARGV[1])
   return {1, fence}
 end
 if ARGV[4] == '1' and (upgrade or not intent or ours(intent)) then
