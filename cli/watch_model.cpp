@@ -122,8 +122,9 @@ nlohmann::json event_json(const watch_event& e) {
 
 std::vector<watch_event> watch_model::update(const std::string& name, shown s, steady_time now,
                                              wall_time wall, bool baseline) {
-  auto [it, fresh] = entries_.try_emplace(name);
-  auto& e = it->second;
+  const auto inserted = entries_.try_emplace(name);
+  const bool fresh = inserted.second;  // a plain bool: clang 14 cannot capture a binding
+  auto& e = inserted.first->second;
   const auto before = fresh ? std::vector<holder_ref>{} : holders_of(e.s);
   const auto after = holders_of(s);
   const auto old_ttl = fresh ? std::nullopt : ttl_now(e, now);

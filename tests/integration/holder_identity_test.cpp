@@ -188,6 +188,46 @@ TEST_P(HolderIdentity, StatusShowsTheRunsCommandAndTheRecordGoesWhenItsHolderIsK
   EXPECT_TRUE(nlohmann::json::parse(after.output).at("holders").empty()) << after.output;
 }
 
+// Every kind `dlock run` and `dlock sem` take shows its holder in `status --json`, and a release
+// (the command ended by SIGTERM) removes it.
+TEST_P(HolderIdentity, StatusShowsTheHolderOfEveryKindTheCommandLineTakes) {
+  struct taking {
+    std::vector<std::string> args;  // after the target options
+    std::string name;
+  };
+  const auto cmd = std::vector<std::string>{"--", "sh", "-c", "echo started; exec sleep 60"};
+  std::vector<taking> cases;
+  for (const char* kind : {"simple", "fair", "read", "write"}) {
+    const auto name = tagged(kind, "");
+    cases.push_back({{"run", "--kind", kind, name}, name});
+  }
+  cases.push_back({{"sem", tagged("sem", ""), "--permits", "2"}, tagged("sem", "")});
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto args = d().cli_target();
+    args.insert(args.begin(), DLOCK_CLI);
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    child_process run(args, {.capture_stdout = true, .merge_stderr = true});
+    ASSERT_TRUE(run.wait_for("started"));
+    auto status_args = d().cli_target();
+    status_args.insert(status_args.end(), {"status", c.name, "--json"});
+    const auto status = dlock_cli(status_args);
+    ASSERT_EQ(status.code, 0) << status.output;
+    const auto json = nlohmann::json::parse(status.output);
+    // A leased semaphore's holders are per permit.
+    const auto& held = json.contains("permits") ? json.at("permits") : json.at("holders");
+    ASSERT_EQ(held.size(), 1u) << json;
+    ASSERT_TRUE(held[0].contains("holder")) << json;
+    EXPECT_EQ(held[0].at("holder").at("pid"), run.pid());
+    EXPECT_EQ(held[0].at("holder").at("host"), this_host());
+    EXPECT_EQ(held[0].at("holder").at("label"), "sh -c 'echo started; exec sleep 60'");
+    run.signal(SIGTERM);
+    run.wait();
+    EXPECT_FALSE(holder_key_exists(c.name)) << "the release left the record";
+  }
+}
+
 class HolderIdentityLayout : public redis_test {};
 
 // Locks that Redisson or node-redlock took have no record: they are shown as before.
