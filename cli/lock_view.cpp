@@ -290,18 +290,21 @@ dlock::client connect_to(const client_options& target) {
 // Lock names as their users wrote them, from their fencing counters: every lock dlock (or
 // Redisson's fenced lock) has granted has one. Redisson's rule gives the names `a` and `{a}` the
 // same counter; the one whose lock exists is meant, else the plainer `a`.
-std::vector<std::string> scan_lock_names(redis_client& redis) {
+std::vector<std::string> scan_lock_names(const dlock::client& c, redis_client& node) {
   // SCAN's MATCH is a glob: escape the prefix's own special characters (it has none today).
   const std::string pattern = std::string(fence_counter_prefix) + ":*";
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    const auto r = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    const auto r = node.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     cursor = r.at(0).str();
     for (const auto& k : r.at(1).elements()) {
       auto candidates = lock_names_of_fence_counter(k.str());
-      if (candidates.size() == 2 && redis.command({"EXISTS", candidates[0]}).integer() == 0 &&
-          redis.command({"EXISTS", candidates[1]}).integer() == 1) {
+      // Each asked where it lives: on a cluster the two names hash to different slots.
+      const auto exists = [&](const std::string& name) {
+        return c.command(name, {"EXISTS", name}).integer() == 1;
+      };
+      if (candidates.size() == 2 && !exists(candidates[0]) && exists(candidates[1])) {
         candidates.erase(candidates.begin());
       }
       if (!candidates.empty()) names.push_back(std::move(candidates.front()));

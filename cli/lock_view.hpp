@@ -56,7 +56,8 @@ std::string permits_text(const semaphore_info& p);
 std::string details_text(const shown& s);
 /// Connects, turning a connection error into a `failure` with its exit code.
 dlock::client connect_to(const client_options& target);
-/// Lock names as their users wrote them, from their fencing counters (SCAN, never KEYS).
-std::vector<std::string> scan_lock_names(redis_client& redis);
+/// Lock names as their users wrote them, from the fencing counters on `node` (SCAN, never
+/// KEYS), one of `c`'s masters.
+std::vector<std::string> scan_lock_names(const dlock::client& c, redis_client& node);
 
 }  // namespace dlock::cli

@@ -28,7 +28,7 @@ int list(const client_options& target, const std::string& pattern, bool json, bo
   std::size_t scanned = 0;
   for (auto* master : c.masters()) {
     try {
-      auto more = scan_lock_names(*master);
+      auto more = scan_lock_names(c, *master);
       names.insert(names.end(), more.begin(), more.end());
       ++scanned;
     } catch (const dlock::error& e) {

@@ -132,6 +132,7 @@ void watcher::subscribe() {
     }
   }
   notifications_ = state.empty() ? "unknown" : state;
+  model_.hear_releases(target_.cluster_seeds.empty() || notifications_ == "on");
 }
 
 // Lock names on every master, as `ls` finds them; RedLock tolerates masters that are down.
@@ -143,7 +144,7 @@ std::vector<std::string> watcher::scan() {
   masters_ = client_.masters();  // a cluster's masters change with its slots
   for (auto* m : masters_) {
     try {
-      auto more = scan_lock_names(*m);
+      auto more = scan_lock_names(client_, *m);
       names.insert(names.end(), more.begin(), more.end());
       ++scanned;
     } catch (const dlock::error& e) {
@@ -160,7 +161,10 @@ void watcher::take_messages() {
   for (const auto& [channel, message] : inbox_.take()) {
     std::vector<std::string> names;
     if (channel.starts_with("__keyspace@")) {
-      if (notifications_ != "on" && notifications_ != "partly on") notifications_ = "on";
+      if (notifications_ != "on" && notifications_ != "partly on") {
+        notifications_ = "on";
+        model_.hear_releases(true);
+      }
       const auto at = channel.find("__:");
       const auto key = channel.substr(at == std::string::npos ? channel.size() : at + 3);
       names = names_of_key(key);

@@ -151,7 +151,10 @@ std::vector<watch_event> watch_model::update(const std::string& name, shown s, s
       event("handoff", holder_json(*joined.front()))->previous = holder_json(*left.front());
     } else {
       const bool ran_out = e.expiry_at > e.read_at || (old_ttl && *old_ttl <= expiry_margin);
-      const char* gone = e.unlock_at > e.read_at ? "released" : ran_out ? "expired" : "lost";
+      const char* gone = e.unlock_at > e.read_at ? "released"
+                         : ran_out               ? "expired"
+                         : releases_heard_       ? "lost"
+                                                 : "ended";
       for (const auto* h : left)
         event(gone, holder_json(*h));
       for (const auto* h : joined)

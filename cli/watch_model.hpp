@@ -73,6 +73,10 @@ class watch_model {
   void note_unlock(const std::string& name, steady_time now);
   void note_expiry(const std::string& name, steady_time now);
   bool known(const std::string& name) const { return entries_.count(name) != 0; }
+  /// Whether a release is heard (its message or its key's deletion): not on a Cluster without
+  /// keyspace notifications, whose release messages are sharded. A holder gone unheard is then
+  /// `ended`, never `lost`: a clean release must not read as a loss.
+  void hear_releases(bool heard) { releases_heard_ = heard; }
   std::vector<std::string> names() const;
 
   /// The shown rows, matching the glob `filter`, sorted.
@@ -87,6 +91,7 @@ class watch_model {
                    wall_time wall) const;
 
   bool all_;
+  bool releases_heard_ = true;
   std::map<std::string, watch_entry> entries_;
 };
 

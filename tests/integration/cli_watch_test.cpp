@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "deployment_test.hpp"
+#include "dlock/dlock.hpp"
 #include "polling.hpp"
 
 namespace dlock::testing {
@@ -273,6 +275,37 @@ TEST_F(CliWatchNotified, TerminalShowsChangesWithinASecondAndQuits) {
   int code = -1;
   status >> code;
   EXPECT_EQ(code, 0) << "watch's exit status";
+}
+
+// On Sentinel and Cluster too, with the servers' notifications off (the default): a lock taken
+// shows by the re-scan, its holder named; its release is heard on a server and Sentinel (the
+// unlock channel), and reads as `ended` on a Cluster, whose release messages are sharded.
+class CliWatchDeployments : public deployment_test {};
+INSTANTIATE_TEST_SUITE_P(Deployments, CliWatchDeployments, ::testing::ValuesIn(all_deployments),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST_P(CliWatchDeployments, JsonSeesALockTakenAndLetGo) {
+  auto args = d().cli_target();
+  args.insert(args.begin(), DLOCK_CLI);
+  args.insert(args.end(), {"watch", "--json", "--interval", "200ms"});
+  child_process watch(args, captured);
+  for (const auto port : d().master_ports()) {
+    raw_redis raw(port);
+    wait_until_watching(raw);
+  }
+  client_options o = d().options();
+  o.holder_label = "watched-job";
+  client c(o);
+  const auto name = tagged("job", "");
+  std::vector<std::string> seen;
+  auto held = c.reentrant(name).acquire();
+  ASSERT_EQ(next_of(watch, {"acquired"}, seen), "acquired") << ::testing::PrintToString(seen);
+  held.release();
+  const auto ended = next_of(watch, {"released", "ended", "lost", "expired"}, seen);
+  EXPECT_EQ(ended, GetParam() == "cluster" ? "ended" : "released")
+      << ::testing::PrintToString(seen);
+  watch.signal(SIGTERM);
+  EXPECT_EQ(watch.wait(), 0);
 }
 
 }  // namespace
