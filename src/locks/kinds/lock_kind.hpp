@@ -76,8 +76,9 @@ struct lock_call {
   /// call's callback ran (RedLock reports a release once a majority has confirmed it). A closing
   /// client waits for it (release_drain).
   std::shared_ptr<void> settled = nullptr;
-  /// Attempts: the holder record a grant writes beside the lock (holder_record.hpp); empty
-  /// when the client records none.
+  /// The holder record a grant writes beside the lock (holder_record.hpp). Set on every call of
+  /// a client that records holders, whose scripts then get the record's key (with_record);
+  /// empty when the client records none.
   std::string_view identity{};
 };
 
