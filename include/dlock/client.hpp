@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "dlock/deployment_options.hpp"
+#include "dlock/observe.hpp"
 #include "dlock/redis/connection_options.hpp"
 #include "dlock/redis/reply.hpp"
 
@@ -146,6 +148,35 @@ struct DLOCK_API client_options {
   /// are kept; bytes that are not UTF-8 are replaced.
   std::string holder_label;
 
+  /// Called with every event (dlock/observe.hpp) on a thread of the client's own, one event at
+  /// a time in the order they happened; empty (the default): no events are built. The thread
+  /// only delivers: a slow callback delays later events, never a renewal or a grant. Events
+  /// beyond `event_queue_limit` waiting for it are dropped and counted
+  /// (client_stats::events_dropped). It must not capture a copy of the client (the client
+  /// would own itself and never close; capture what you need from it, or a weak reference of
+  /// your own). Blocking calls on the client are allowed. What it throws is swallowed.
+  std::function<void(const event&)> on_event;
+  /// Called with the lines an operator reads: reconnects, failovers, lost leases, renewal and
+  /// release failures, grants undone, server errors with their text (and, at log_level::debug,
+  /// every grant and release). Same thread, order and queue as on_event. Empty (the default):
+  /// nothing is logged. docs/library.md has an spdlog adapter.
+  std::function<void(log_level, std::string_view message)> logger;
+  /// The least level `logger` is called with.
+  log_level min_log_level = log_level::info;
+  /// Events and log lines that may wait for their callbacks; more are dropped (counted). A
+  /// closing client delivers what waits for up to 2 s more, then drops the rest. At least 1.
+  std::size_t event_queue_limit = 10'000;
+  /// Whether the client keeps latency histograms and per-kind, per-prefix counters for
+  /// `client::metrics()`. Each grant, release and script reply costs a few atomic additions;
+  /// off, metrics() carries the counters alone.
+  bool collect_metrics = true;
+  /// A name's label in the metrics: by default its first segment, the part before the first
+  /// ':' or '/' (the whole name if it has neither). Set it to group names your way; keep the
+  /// number of distinct results small.
+  std::function<std::string(std::string_view name)> metric_prefix;
+  /// Distinct prefixes kept per kind; names beyond them count under "other". At least 1.
+  std::size_t metric_prefix_limit = 100;
+
   /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://` and
   /// `unix://` as connection_options::from_url parses them (a standalone server), or
   /// `redis-sentinel://[[user:]password@]host1[:port1][,host2[:port2]...][/db][?query]#MASTER`
@@ -163,37 +194,6 @@ struct DLOCK_API client_options {
   /// busy_poll 0 (see there). Throws as from_url does, or errc::invalid_argument for fewer than
   /// 3 URLs.
   static client_options redlock_masters(const std::vector<std::string>& master_urls);
-};
-
-/// What a client is doing, for monitoring and tests.
-struct client_stats {
-  std::uint64_t grants = 0;            ///< successful acquisitions (re-entries included)
-  std::uint64_t attempts = 0;          ///< acquire scripts sent
-  std::uint64_t releases = 0;          ///< holds released
-  std::uint64_t release_failures = 0;  ///< releases the server could not confirm
-  std::uint64_t leases_lost = 0;
-  std::uint64_t renewal_rounds = 0;   ///< watchdog periods that renewed at least one lease
-  std::uint64_t renewal_calls = 0;    ///< renew scripts sent (one per batch)
-  std::uint64_t leases_renewed = 0;   ///< individual lease renewals
-  std::uint64_t watched_leases = 0;   ///< leases the watchdog currently renews
-  std::uint64_t unlock_messages = 0;  ///< unlock messages received by waiters
-  /// Grants not handed out because their validity had run out before their reply arrived (a
-  /// stalled server or network): each was undone and the wait went on.
-  std::uint64_t grants_born_dead = 0;
-  /// Writes (grants, renewals) fewer replicas acknowledged than min_replica_acks asks.
-  std::uint64_t not_replicated = 0;
-  /// Cluster: MOVED and ASK redirects followed, and slot maps fetched.
-  std::uint64_t moved_redirects = 0;
-  std::uint64_t ask_redirects = 0;
-  std::uint64_t slot_map_refreshes = 0;
-  /// Sentinel: times the client moved to another master.
-  std::uint64_t master_switches = 0;
-  /// RedLock: attempts that no majority granted (each released on every master), answers
-  /// that came after their round was decided, and fence write-backs sent (one per master that
-  /// drew a lower token than its grant's; none when every master drew the same).
-  std::uint64_t redlock_misses = 0;
-  std::uint64_t redlock_late_answers = 0;
-  std::uint64_t redlock_fence_raises = 0;
 };
 
 /// A client of one Redis deployment (a server, a Sentinel-managed master, a cluster, or RedLock's
@@ -253,7 +253,12 @@ class DLOCK_API client {
   /// (for commands that must visit them all, such as SCAN). The clients stay valid as long as
   /// this client.
   std::vector<redis_client*> masters() const;
+  /// The client's counters (cheap: relaxed atomic reads).
   client_stats stats() const noexcept;
+  /// The counters, and with client_options::collect_metrics the latency histograms and the
+  /// per-kind, per-prefix figures; write_prometheus turns it into Prometheus's text format.
+  /// Thread-safe; copies a few hundred numbers per kind and prefix.
+  metrics_snapshot metrics() const;
   const client_options& options() const noexcept;
 
  private:

@@ -11,6 +11,7 @@
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "dlock/observe.hpp"
 #include "dlock/read_write_lock.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/version.hpp"

@@ -109,6 +109,12 @@ class connection {
   bool down() const noexcept {
     return !up() && first_attempt_ended_.load(std::memory_order_relaxed);
   }
+  /// "host:port", or the unix socket's path. I/O thread only (retarget changes them).
+  std::string node_name() const {
+    return options_.unix_path.empty()
+               ? std::string(options_.host).append(":").append(std::to_string(options_.port))
+               : options_.unix_path;
+  }
   /// I/O thread only for host and port (retarget changes them).
   const connection_options& options() const noexcept { return options_; }
 

@@ -60,7 +60,10 @@ void connection::became_ready() {
   last_read_at_ = clock::now();
   ping_sent_ = false;
   arm_keepalive();
-  if (ever_connected_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
+  if (ever_connected_) {
+    counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
+    io_.report({.what = notice::kind::reconnected, .node = node_name(), .key = {}, .detail = {}});
+  }
   ever_connected_ = true;
   if (ready_handler_) ready_handler_();
   if (first_attempt_) std::exchange(first_attempt_, nullptr)({}, {});
@@ -169,6 +172,10 @@ void connection::connection_failed(std::error_code ec) {
   write_deferred_ = false;
   write_buffer_.clear();
   counters_.connection_losses.fetch_add(1, std::memory_order_relaxed);
+  io_.report({.what = notice::kind::connection_lost,
+              .node = node_name(),
+              .key = {},
+              .detail = ec.message()});
   // Everything the callers were waiting on at the moment of the drop fails now, whether it had
   // reached the socket or not: a caller should not have to guess which of its commands will
   // still run later. (Subscriptions are re-sent in full by the ready handler.) Commands issued

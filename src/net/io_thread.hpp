@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "net/busy_poll.hpp"
+#include "net/notice.hpp"
 
 namespace dlock::net {
 
@@ -55,6 +56,14 @@ class io_thread {
     busy_poll_.note_reply(round_trip, others_in_flight);
   }
 
+  /// Where the connections and topologies on this thread report drops, reconnects, failovers
+  /// and redirects. Set it before the first connection exists; it runs on the I/O thread.
+  void set_notice_handler(notice_handler h) { notices_ = std::move(h); }
+  /// Reports `n` to the notice handler, if there is one. I/O thread only.
+  void report(notice n) const {
+    if (notices_) notices_(std::move(n));
+  }
+
   /// Stops the loop and joins the thread. Pending handlers are destroyed, not run. Idempotent.
   void stop() noexcept;
   /// False once stop() has been called. Only meaningful on the thread that would call stop().
@@ -84,6 +93,7 @@ class io_thread {
 
   asio::io_context context_{1};
   busy_poll_policy busy_poll_;  // I/O thread only
+  notice_handler notices_;      // set before any connection, then read only
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
 };

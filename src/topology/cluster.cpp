@@ -220,6 +220,12 @@ void cluster_topology::on_reply(const std::shared_ptr<call>& c, node_id from, st
       const node_id target = node_for(to->target);
       if (to->kind == redirect::type::moved) {
         counters_.moved.fetch_add(1, std::memory_order_relaxed);
+        io_->report(
+            {.what = net::notice::kind::slot_moved,
+             .node =
+                 std::string(to->target.host).append(":").append(std::to_string(to->target.port)),
+             .key = c->keys.empty() ? std::string() : c->keys.front(),
+             .detail = r.str()});
         owner_[to->slot].store(target, std::memory_order_relaxed);
         refresh_later();  // one slot moved: others probably did too
       } else {

@@ -194,6 +194,13 @@ void sentinel_topology::move_to(const node_address& master) {
   auto& s = server();
   if (s.options.host == master.host && s.options.port == master.port) return;
   counters_.master_switches.fetch_add(1, std::memory_order_relaxed);
+  io().report({.what = net::notice::kind::master_switched,
+               .node = std::string(master.host).append(":").append(std::to_string(master.port)),
+               .key = {},
+               .detail = std::string("was ")
+                             .append(s.options.host)
+                             .append(":")
+                             .append(std::to_string(s.options.port))});
   s.retarget(master.host, master.port);
 }
 

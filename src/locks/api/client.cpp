@@ -90,6 +90,9 @@ redis_client& client::redis() const noexcept {
 client_stats client::stats() const noexcept {
   return core_->stats();
 }
+metrics_snapshot client::metrics() const {
+  return core_->metrics();
+}
 const client_options& client::options() const noexcept {
   return core_->options();
 }

@@ -56,6 +56,7 @@ void lock_core::drive(const std::shared_ptr<op>& o, event e) {
   }
   o->driving = true;
   for (;;) {
+    o->note_mover(e.what);
     for (auto a = o->fsm.resume(e); a.what != action::type::wait; a = o->fsm.resume(e)) {
       e = carry_out(o, a);
     }
@@ -73,6 +74,7 @@ event lock_core::carry_out(const std::shared_ptr<op>& o, const action& a) {
     case type::wait:
       break;
     case type::send_attempt:
+      o->attempt_on_timer = o->moved_by_timer;
       submit_attempt(o, a.at);
       break;
     case type::arm_timer:
@@ -90,16 +92,19 @@ event lock_core::carry_out(const std::shared_ptr<op>& o, const action& a) {
       subscribe(q, o->req.names->channel);
       done = event::of(event::type::listening, {});
       done.message_waiting = a.take_message && std::exchange(q.unclaimed_message, false);
+      if (done.message_waiting) o->moved_by_timer = false;
+      o->listened = true;
       break;
     }
     case type::leave_queue:
       leave_queue(o, a.granted);
       break;
     case type::undo_grant:
-      undo_grant(o->req, a.how, a.born_dead);
+      undo_grant(o->req, a.how, a.born_dead, a.unreplicated);
       break;
     case type::hand_out:
       o->held = hand_out(o->req, a.reentry, a.fence, validity_end(a.sent_at, o->req.lease_time));
+      if (o->listened && o->attempt_on_timer) note_woken_without_message(o->req);
       break;
     case type::end_direct_claim:
       activity_.add_local(o->req.names->channel, -1, true);
@@ -139,11 +144,16 @@ event lock_core::carry_out(const std::shared_ptr<op>& o, const action& a) {
 void lock_core::submit_attempt(const std::shared_ptr<op>& o, steady::time_point until) {
   counters.attempts.fetch_add(1, std::memory_order_relaxed);
   const auto sent_at = steady::now();
-  o->req.kind->attempt(
-      {*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
-       options_.fair_waiter_lease, o->req.permits, o->fsm.may_queue(), o->fsm.reentry(), nullptr,
-       holder_record_},
-      [o, sent_at](std::error_code ec, reply r) { o->core->on_attempt_reply(o, ec, r, sent_at); });
+  o->req.kind->attempt({*topology_, o->node, *o->req.names, o->req.owner, o->req.lease_time, until,
+                        options_.fair_waiter_lease, o->req.permits, o->fsm.may_queue(),
+                        o->fsm.reentry(), nullptr, holder_record_},
+                       [o, sent_at](std::error_code ec, reply r) {
+                         if (auto* m = o->core->observer_.metrics();
+                             m && ec != errc::client_closed) {
+                           m->round_trip(timed_command::acquire, steady::now() - sent_at);
+                         }
+                         o->core->on_attempt_reply(o, ec, r, sent_at);
+                       });
 }
 
 void lock_core::on_attempt_reply(const std::shared_ptr<op>& o, std::error_code ec, const reply& r,
@@ -186,8 +196,12 @@ attempt_reply::joined lock_core::joined_hold(const acquire_request& r,
   return grants_.valid(*held, now) ? attempt_reply::joined::valid : attempt_reply::joined::expired;
 }
 
-void lock_core::undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead) {
+void lock_core::undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead,
+                           bool unreplicated) {
   if (born_dead) counters.grants_born_dead.fetch_add(1, std::memory_order_relaxed);
+  if (born_dead || unreplicated) {
+    note_undone(r, born_dead ? undo_cause::born_dead : undo_cause::not_replicated);
+  }
   const auto call = call_for(*r.names, r.owner, r.lease_time, r.permits);
   using undo = acquisition_fsm::undo;
   switch (how) {
@@ -232,6 +246,7 @@ void lock_core::deliver(op& o, const action& a) {
   } else if (a.error) {
     result.message = failure_message(o, a.error, a.with_server_reply ? o.last_error : reply{});
   }
+  if (a.end != acquisition_fsm::ending::granted) note_not_granted(o.req, a.error, result.message);
   auto done = std::move(o.req.done);  // the op may outlive this; the callback's captures not
   call_user(done, std::move(result));
 }
@@ -272,6 +287,8 @@ net::reply_callback lock_core::undo_tracked() const {
 lease lock_core::hand_out(const acquire_request& r, bool reentry, std::uint64_t fence,
                           steady::time_point valid_until) {
   counters.grants.fetch_add(1, std::memory_order_relaxed);
+  const auto now = steady::now();
+  note_grant(r, fence, now);
   const auto added = grants_.add_hold(r, reentry, fence, valid_until);
   if (added.stale) lose(added.stale, lease_lost_reason::not_held);
   after_grant(added);
@@ -279,6 +296,7 @@ lease lock_core::hand_out(const acquire_request& r, bool reentry, std::uint64_t 
   state->core = shared_from_this();
   state->g = added.g;
   state->hold_id = added.hold_id;
+  state->granted_at = now;
   return lease_state::make(std::move(state));
 }
 
@@ -286,6 +304,7 @@ void lock_core::lose(const std::shared_ptr<grant>& g, lease_lost_reason why) {
   auto callbacks = grants_.lose(g, why);
   if (!callbacks) return;
   counters.leases_lost.fetch_add(1, std::memory_order_relaxed);
+  note_loss(*g, why);
   for (auto& cb : *callbacks)
     call_user(cb, why);
   g->stop.request_stop();

@@ -34,6 +34,23 @@ struct lock_core::op : cancellable {
   // whose callback runs inline), taken in order once it is done.
   bool driving = false;
   std::vector<acquisition_fsm::event> backlog;
+  // For woken_without_message: whether the last thing that moved this acquisition was its
+  // timer rather than a message or a turn, whether its last attempt left on such a move, and
+  // whether it ever listened for messages.
+  bool moved_by_timer = false;
+  bool attempt_on_timer = false;
+  bool listened = false;
+  /// Notes whether `what` moved this acquisition by its timer alone, or by something that told
+  /// it the lock may be free; other events leave the last word as it was.
+  void note_mover(acquisition_fsm::event::type what) {
+    using type = acquisition_fsm::event::type;
+    if (what == type::timer) {
+      moved_by_timer = true;
+    } else if (what == type::woken || what == type::admitted || what == type::behind_release ||
+               what == type::start || what == type::start_direct) {
+      moved_by_timer = false;
+    }
+  }
 };
 
 struct lock_core::runtime {
@@ -43,6 +60,7 @@ struct lock_core::runtime {
   asio::steady_timer linger_timer;  // ends lingering subscriptions (waiting.cpp)
   bool linger_armed = false;
   bool renew_scheduled = false;
+  steady::time_point renew_due{};                 // when the scheduled round should start
   std::unordered_map<std::string, queue> queues;  // by unlock channel
   recent_unsubscribes unsubscribed;
 };

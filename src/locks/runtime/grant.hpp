@@ -18,6 +18,7 @@
 #include "dlock/lease.hpp"
 #include "dlock/lock.hpp"
 #include "locks/kinds/lock_kind.hpp"
+#include "locks/runtime/metrics_registry.hpp"
 #include "locks/sansio/attempt_timing.hpp"
 
 namespace dlock::detail {
@@ -46,6 +47,8 @@ struct grant {
   std::chrono::milliseconds lease_time DLOCK_GUARDED_BY(guard){0};
   bool watchdog = false;
   std::stop_source stop;
+  lock_series* series = nullptr;  // its metrics (null with collect_metrics off)
+  steady::time_point granted_at{};
 
   // mutable_state
   int holds DLOCK_GUARDED_BY(guard) = 0;
@@ -61,6 +64,7 @@ struct lease_state {
   std::shared_ptr<lock_core> core;
   std::shared_ptr<grant> g;
   std::uint64_t hold_id = 0;
+  steady::time_point granted_at{};
   static lease make(std::shared_ptr<lease_state> s) { return lease(std::move(s)); }
   /// The hold behind `l` (null for an empty lease).
   static const std::shared_ptr<lease_state>& of(const lease& l) noexcept { return l.state_; }
@@ -88,6 +92,8 @@ struct acquire_request {
   std::function<void(lease_lost_reason)> on_lost;
   acquire_limits limits;
   acquire_callback done;
+  steady::time_point started_at{};  // when the caller asked
+  lock_series* series = nullptr;    // its metrics (null with collect_metrics off)
 };
 
 }  // namespace dlock::detail

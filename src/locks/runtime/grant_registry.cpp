@@ -82,6 +82,8 @@ grant_registry::added grant_registry::add_hold(const acquire_request& r, bool re
     out.g->permits = r.permits;
     out.g->lease_time = r.lease_time;
     out.g->watchdog = r.watchdog;
+    out.g->series = r.series;
+    out.g->granted_at = steady::now();
     out.g->valid_until = valid_until;
     if (out.stale) s.remove_locked(*out.stale);
     s.add_locked(out.g);

@@ -29,6 +29,8 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   // A waiter renews its place three times per waiter lease: shorter than that is no lease.
   if (o.fair_waiter_lease < 30ms) invalid("fair_waiter_lease must be at least 30 ms");
   if (o.renewal_batch == 0) invalid("renewal_batch must be at least 1");
+  if (o.event_queue_limit == 0) invalid("event_queue_limit must be at least 1");
+  if (o.metric_prefix_limit == 0) invalid("metric_prefix_limit must be at least 1");
   if (o.command_connections < 1 || o.command_connections > 64) {
     invalid("command_connections must be between 1 and 64, got " +
             std::to_string(o.command_connections));
@@ -76,9 +78,10 @@ std::shared_ptr<lock_core> lock_core::create(client_options o) {
   }
 
   std::shared_ptr<lock_core> core(new lock_core(std::move(o)), [](lock_core* p) {
-    // The last owner may let go inside a callback on the I/O thread, which the destructor must
-    // join: finish the teardown on another thread then, one that exit waits for.
-    if (p->io().in_io_thread()) {
+    // The last owner may let go inside a callback on the I/O thread or the event thread, which
+    // the destructor must join: finish the teardown on another thread then, one that exit
+    // waits for.
+    if (p->io().in_io_thread() || p->observe().in_callback()) {
       teardown_threads::start([p] { delete p; });
     } else {
       delete p;
@@ -110,6 +113,13 @@ std::unique_ptr<topology> make_topology(const client_options& o,
                                                                 .on_first_attempt = {},
                                                                 .lanes = o.command_connections});
 }
+// The client's I/O thread, its connections' notices going to `watcher` from the start.
+std::shared_ptr<net::io_thread> make_io(const client_options& o, net::under_load mode,
+                                        observer& watcher) {
+  auto io = std::make_shared<net::io_thread>(o.busy_poll, mode);
+  io->set_notice_handler([&watcher](net::notice n) { watcher.on_notice(std::move(n)); });
+  return io;
+}
 net::under_load io_mode(load_polling p) {
   switch (p) {
     case load_polling::never:
@@ -125,8 +135,8 @@ net::under_load io_mode(load_polling p) {
 
 lock_core::lock_core(client_options options)
     : options_(std::move(options)),
-      io_(std::make_shared<net::io_thread>(options_.busy_poll,
-                                           io_mode(options_.busy_poll_under_load))),
+      observer_(options_),
+      io_(make_io(options_, io_mode(options_.busy_poll_under_load), observer_)),
       topology_(make_topology(options_, io_)),
       uuid_(random_uuid()),
       holder_record_(options_.record_holder
@@ -215,7 +225,15 @@ client_stats lock_core::stats() const noexcept {
   s.redlock_late_answers = get(quorum_counters_.late);
   s.redlock_fence_raises = get(quorum_counters_.fence_raises);
   s.watched_leases = grants_.watched_count();
+  observer_.add_counters(s);
   return s;
+}
+
+metrics_snapshot lock_core::metrics() const {
+  metrics_snapshot m;
+  m.counters = stats();
+  if (const auto* r = observer_.metrics()) r->snapshot_into(m);
+  return m;
 }
 
 lock_call lock_core::call_for(const lock_names& n, const std::string& owner, milliseconds lease,
@@ -282,6 +300,8 @@ acquire_request lock_core::make_request(const lock_handle& h, const lease_option
   limits.command_timeout = options_.connection.command_timeout;
   r.limits = limits;
   r.done = std::move(done);
+  r.started_at = steady::now();
+  if (auto* m = observer_.metrics()) r.series = &m->series_for(*h.kind, h.names->name);
   return r;
 }
 

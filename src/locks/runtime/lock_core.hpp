@@ -11,6 +11,7 @@
 //   grant_registry.*          the grants table; name_activity.* the per-name table user threads
 //                             read
 //   lock_core.cpp             construction, teardown, requests, statistics
+//   observing.cpp             what the events, the log and the metrics hear (observer.hpp)
 //   guarded/                  acquisitions that carry reads, writes that run only while a lease
 //                             holds its lock
 //
@@ -42,6 +43,7 @@
 #include "locks/runtime/grant.hpp"
 #include "locks/runtime/grant_registry.hpp"
 #include "locks/runtime/name_activity.hpp"
+#include "locks/runtime/observer.hpp"
 #include "locks/runtime/release_drain.hpp"
 #include "locks/sansio/acquisition_fsm.hpp"
 #include "locks/sansio/guarded_calls.hpp"
@@ -114,6 +116,9 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   net::io_thread& io() noexcept { return *io_; }
   const grant_registry& grants() const noexcept { return grants_; }
   client_stats stats() const noexcept;
+  metrics_snapshot metrics() const;
+  /// Events, log lines and metrics (observer.hpp).
+  observer& observe() noexcept { return observer_; }
   lock_counters counters;
 
   /// Builds an acquisition from user arguments (validates them; throws errc::invalid_argument).
@@ -259,7 +264,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   /// The hold an acquisition of `r` re-entered, as the grants table has it at `now`.
   attempt_reply::joined joined_hold(const acquire_request& r, steady::time_point now) const;
   /// Undoes a grant made for `r` that nobody is handed, as `how` says.
-  void undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead);
+  void undo_grant(const acquire_request& r, acquisition_fsm::undo how, bool born_dead,
+                  bool unreplicated = false);
   void arm_op_timer(const std::shared_ptr<op>& o, steady::time_point at);
   void deliver(op& o, const acquisition_fsm::action& a);
   std::string failure_message(const op& o, std::error_code ec, const reply& server_reply) const;
@@ -270,6 +276,21 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   lease hand_out(const acquire_request& r, bool reentry, std::uint64_t fence,
                  steady::time_point valid_until);
   void lose(const std::shared_ptr<grant>& g, lease_lost_reason why);
+  /// Counts and reports a grant to `r` with `fence` at `now`.
+  void note_grant(const acquire_request& r, std::uint64_t fence, steady::time_point now);
+  /// Reports a grant to `r` undone for `why`.
+  void note_undone(const acquire_request& r, undo_cause why);
+  /// Counts how an acquisition of `r` that was not granted ended, and logs a failure.
+  void note_not_granted(const acquire_request& r, std::error_code ec, const std::string& message);
+  /// Counts and reports the end of a hold of `g` held since `since`.
+  void note_release(const grant& g, steady::time_point since, std::error_code ec, const reply& r);
+  /// Counts and reports a grant to `r` found by a timer's re-check, not a message.
+  void note_woken_without_message(const acquire_request& r);
+  /// Counts and reports the loss of `g`.
+  void note_loss(const grant& g, lease_lost_reason why);
+  /// Reports the renewals in `grants` that failed (`why`) while their leases were still valid.
+  void note_renewal_failure(const std::vector<std::shared_ptr<grant>>& grants,
+                            const std::string& why);
 
   // waiting.cpp (I/O thread)
   /// Wakes `o`: an unlock message, or a subscription confirmed (the lock may be free).
@@ -304,6 +325,8 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void after_grant(const grant_registry::added& a);
 
   client_options options_;
+  // Before the I/O thread: the connections report to it from their first moment.
+  observer observer_;
   std::shared_ptr<net::io_thread> io_;  // the client's: every connection and timer runs on it
   std::unique_ptr<topology> topology_;
   const std::string uuid_;

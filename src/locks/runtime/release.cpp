@@ -53,13 +53,18 @@ void lock_core::release_async(lease_state& hold,
     // `self` is not an owner, for the reason given at lock_core::op.
     const bool frees = removed.last;
     auto send = [self = this, g, lease_time, done = std::move(done), note_first, frees,
-                 settled = std::move(settled)]() mutable {
+                 since = hold.granted_at, settled = std::move(settled)]() mutable {
       const auto note =
           note_first ? self->before_release(g->names->channel) : queue::release_note{};
       const auto sent_at = steady::now();
-      auto on_reply = [self, g, done = std::move(done), note, sent_at, settled = settled](
+      auto on_reply = [self, g, done = std::move(done), note, sent_at, since, settled = settled](
                           std::error_code ec, reply r) mutable {
-        self->after_release(g->names->channel, note, ec ? reply() : r, steady::now() - sent_at);
+        const auto round_trip = steady::now() - sent_at;
+        if (auto* m = self->observer_.metrics(); m && !ec) {
+          m->round_trip(timed_command::release, round_trip);
+        }
+        self->after_release(g->names->channel, note, ec ? reply() : r, round_trip);
+        self->note_release(*g, since, ec, r);
         // nil: the lock was no longer ours. 0: a re-entered hold remains. n >= 1: released.
         const auto outcome = ec               ? release_outcome::unconfirmed
                              : r.is_integer() ? release_outcome::released

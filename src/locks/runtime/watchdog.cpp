@@ -27,11 +27,8 @@ void lock_core::schedule_renewal(bool soon) {
   if (!rt_ || (rt_->renew_scheduled && !soon)) return;
   rt_->renew_scheduled = true;
   // Re-arming cancels a wait already pending (its handler sees operation_aborted).
-  if (soon) {
-    rt_->renew_timer.expires_at(steady::now());
-  } else {
-    rt_->renew_timer.expires_after(watchdog_period_);
-  }
+  rt_->renew_due = steady::now() + (soon ? steady::duration(0) : watchdog_period_);
+  rt_->renew_timer.expires_at(rt_->renew_due);
   rt_->renew_timer.async_wait(unowned([this](std::error_code ec) {
     if (!ec) renew_all();
   }));
@@ -44,6 +41,7 @@ void lock_core::renew_all() {
   on_io_thread();
   rt_->renew_scheduled = false;
   const auto sent_at = steady::now();
+  auto* metrics = observer_.metrics();
   const auto deadline =
       sent_at + std::min<steady::duration>(options_.connection.command_timeout, watchdog_period_);
   const auto batches = plan_renewals(
@@ -54,6 +52,7 @@ void lock_core::renew_all() {
       },
       options_.renewal_batch);
   if (batches.empty()) return;  // nothing to watch: sleep until the next watchdog grant
+  if (metrics) metrics->renewal_lag(sent_at - rt_->renew_due);
   for (const auto& b : batches) {
     std::vector<renewal_item> items;
     items.reserve(b.grants.size());
@@ -62,14 +61,25 @@ void lock_core::renew_all() {
           {&g->names->name, record_key_of(*g->names), &g->owner, grants_.lease_time(*g)});
     auto grants = std::make_shared<std::vector<std::shared_ptr<grant>>>(b.grants);
     b.kind->renew(*topology_, b.where.node, items, deadline,
-                  unowned([this, grants, sent_at](std::error_code ec, const reply& r) {
+                  unowned([this, grants, sent_at, metrics](std::error_code ec, const reply& r) {
+                    if (metrics && ec != errc::client_closed) {
+                      metrics->round_trip(timed_command::renew, steady::now() - sent_at);
+                    }
                     // A failed round changes nothing: if no later round succeeds in time, the
                     // expiry check declares the leases lost.
                     // Renewed on the master only (too few replicas acknowledged): holds
                     // are still held, but their validity stays where the replicas have it.
                     const bool acknowledged = ec != errc::not_replicated;
-                    if (!acknowledged) ec = {};
-                    if (ec || !r.is_array() || r.elements().size() != grants->size()) return;
+                    if (!acknowledged) {
+                      ec = {};
+                      note_renewal_failure(*grants, "too few replicas acknowledged the renewal");
+                    }
+                    if (ec == errc::client_closed) return;
+                    if (ec || !r.is_array() || r.elements().size() != grants->size()) {
+                      note_renewal_failure(*grants, ec ? (r.is_error() ? r.str() : ec.message())
+                                                       : "the renewal's reply had the wrong shape");
+                      return;
+                    }
                     for (std::size_t i = 0; i < grants->size(); ++i) {
                       const auto& g = (*grants)[i];
                       const auto& v = r.elements()[i];
@@ -78,7 +88,9 @@ void lock_core::renew_all() {
                         grants_.renewed(*g, validity_end(sent_at, grants_.lease_time(*g)));
                         counters.leases_renewed.fetch_add(1, std::memory_order_relaxed);
                       } else if (v.is_integer() && v.integer() == renewal_undecided) {
-                        continue;  // RedLock: too few masters answered to tell; not renewed
+                        // RedLock: too few masters answered to tell; not renewed
+                        note_renewal_failure({g}, "too few RedLock masters answered");
+                        continue;
                       } else {
                         lose(g, lease_lost_reason::not_held);
                       }

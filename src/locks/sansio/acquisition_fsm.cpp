@@ -224,7 +224,7 @@ void acquisition_fsm::on_unreplicated(const attempt_reply& r, steady::time_point
   using type = attempt_reply::type;
   if (r.what == type::granted || r.what == type::reentered) {
     unreplicated_ = true;
-    push_undo(r.what == type::reentered ? undo::release_added : undo::drop);
+    push_undo(r.what == type::reentered ? undo::release_added : undo::drop, false, true);
     run(timing_.on_wake(now));
   } else if (r.what == type::busy) {
     on_busy(r.pttl, now);  // nothing was written; the WAIT was moot
@@ -333,8 +333,11 @@ void acquisition_fsm::leave_queue(bool granted) {
   push({.what = action::type::leave_queue, .granted = granted});
 }
 
-void acquisition_fsm::push_undo(undo how, bool born_dead) {
-  push({.what = action::type::undo_grant, .how = how, .born_dead = born_dead});
+void acquisition_fsm::push_undo(undo how, bool born_dead, bool unreplicated) {
+  push({.what = action::type::undo_grant,
+        .how = how,
+        .born_dead = born_dead,
+        .unreplicated = unreplicated});
 }
 
 bool acquisition_fsm::keeps_place(bool held) const noexcept {

@@ -140,6 +140,7 @@ class acquisition_fsm {
     bool granted = false;            // leave_queue
     undo how = undo::drop;           // undo_grant
     bool born_dead = false;          // undo_grant: the grant's validity ended before its reply
+    bool unreplicated = false;       // undo_grant: too few replicas acknowledged the grant
     bool reentry = false;            // hand_out
     std::uint64_t fence = 0;         // hand_out
     steady::time_point sent_at{};    // hand_out
@@ -201,7 +202,7 @@ class acquisition_fsm {
   void finish(ending end, std::error_code ec = {}, bool with_server_reply = false);
   void finish_rest();
   void leave_queue(bool granted);
-  void push_undo(undo how, bool born_dead = false);
+  void push_undo(undo how, bool born_dead = false, bool unreplicated = false);
   /// True if the acquisition, ending (`held` or not), has a place on the server to give back.
   bool keeps_place(bool held) const noexcept;
   void push(action a) { pending_.push_back(a); }

@@ -3,39 +3,10 @@
 #include <charconv>
 
 #include "core/process_facts.hpp"
+#include "core/utf8.hpp"
 
 namespace dlock::detail {
 namespace {
-
-// The length of the well-formed UTF-8 sequence at `s[i]`, or 0 if the bytes there are not one
-// (overlong forms, surrogates and code points past U+10FFFF included).
-std::size_t utf8_sequence(std::string_view s, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b = byte(i);
-  if (b < 0x80) return 1;
-  std::size_t n = 0;
-  char32_t cp = 0;
-  if ((b & 0xE0) == 0xC0) {
-    n = 2;
-    cp = b & 0x1F;
-  } else if ((b & 0xF0) == 0xE0) {
-    n = 3;
-    cp = b & 0x0F;
-  } else if ((b & 0xF8) == 0xF0) {
-    n = 4;
-    cp = b & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  static constexpr char32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
 
 // `s` as a JSON string, at most `limit` bytes of it.
 void append_string(std::string& out, std::string_view s, std::size_t limit = std::string::npos) {
