@@ -1,12 +1,16 @@
 #include "bench_run.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -38,6 +42,9 @@ const char* const references_text =
     "    1/(1/acquire rps + 1/release rps) = its requests/s over both runs / 2.\n"
     "  zero-sleep try_acquire() spin: the same workers, one client each, calling\n"
     "    try_acquire() (one attempt) in a tight loop.\n"
+    "  the same client with events and metrics off: observability's \"off\" client\n"
+    "    (collect_metrics off, no on_event, no logger) beside its \"on\" one (dlock: metrics,\n"
+    "    an on_event counting events, a logger at debug discarding its lines).\n"
     "  design target: the number docs/design.md (Targets) sets.\n"
     "Commands are client-issued ones from INFO commandstats (evalsha, eval, [p]subscribe,\n"
     "[p]unsubscribe; set and ping for the raw and PING references).\n";
@@ -99,6 +106,11 @@ void check_private_topology(const bench_run_options& o, const std::vector<std::s
   if (!o.plot_dir.empty()) {
     throw bench_usage_error(
         "--plot draws the standalone scenarios' charts; not available with --topology " +
+        o.topology);
+  }
+  if (!o.metrics_file.empty()) {
+    throw bench_usage_error(
+        "--metrics writes a standalone scenario's client metrics; not available with --topology " +
         o.topology);
   }
 }
@@ -261,8 +273,13 @@ std::vector<scenario_result> run_on_redlock(const bench_run_options& o, std::ost
 }  // namespace
 
 const std::vector<std::string>& scenario_names() {
-  static const std::vector<std::string> names{"uncontended", "throughput", "handoff", "watchdog"};
+  static const std::vector<std::string> names{"uncontended", "throughput", "handoff", "watchdog",
+                                              "observability"};
   return names;
+}
+
+bool runs_by_default(std::string_view scenario) {
+  return scenario != "observability";
 }
 
 const std::vector<std::string>& topology_names() {
@@ -289,14 +306,16 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
   for (const auto& name : o.scenarios) {
     const auto& known = scenario_names();
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw bench_usage_error("unknown scenario '" + name +
-                              "' (expected uncontended, throughput, handoff or watchdog)");
+      throw bench_usage_error(
+          "unknown scenario '" + name +
+          "' (expected uncontended, throughput, handoff, watchdog or observability)");
     }
   }
   std::vector<std::string> chosen;
   for (const auto& name : scenario_names()) {
-    if (o.scenarios.empty() ||
-        std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end()) {
+    if (o.scenarios.empty()
+            ? runs_by_default(name)
+            : std::find(o.scenarios.begin(), o.scenarios.end(), name) != o.scenarios.end()) {
       chosen.push_back(name);
     }
   }
@@ -330,6 +349,15 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
                               (ec ? ec.message() : "not a directory"));
     }
   }
+  // Opened now, so that a path that cannot be written fails the run before it starts, not after.
+  std::ofstream metrics_out;
+  if (!o.metrics_file.empty()) {
+    metrics_out.open(o.metrics_file, std::ios::out | std::ios::trunc);
+    if (!metrics_out) {
+      throw bench_usage_error("cannot write the metrics file " + o.metrics_file + ": " +
+                              std::strerror(errno));
+    }
+  }
 
   // ---- the server ----
   std::unique_ptr<emb::redis_server> embedded;
@@ -360,6 +388,16 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
   s.busy_poll_us = o.busy_poll_us;
   s.busy_poll_under_load = o.busy_poll_under_load;
   s.allocations = o.allocations;
+  // The file takes one client's text (two would repeat its families): the first reported.
+  std::optional<metrics_snapshot> kept_metrics;
+  std::string kept_from;
+  if (metrics_out.is_open()) {
+    s.client_metrics = [&](std::string_view scenario, const metrics_snapshot& m) {
+      if (kept_metrics) return;
+      kept_metrics = m;
+      kept_from = scenario;
+    };
+  }
   std::size_t current = 0;
   s.progress = [&](std::string_view m) {
     say(format("[%zu/%zu] %.*s", current, chosen.size(), static_cast<int>(m.size()), m.data()));
@@ -399,9 +437,30 @@ std::vector<scenario_result> run_bench(const bench_run_options& o, std::ostream&
       if (o.watchdog_lease_ms > 0) w.lease = std::chrono::milliseconds(o.watchdog_lease_ms);
       if (o.watchdog_period_ms > 0) w.period = std::chrono::milliseconds(o.watchdog_period_ms);
       append(run_watchdog(s, w));
+    } else if (name == "observability") {
+      append(run_observability(s));
     }
   }
   embedded.reset();  // the private server is no longer needed
+
+  if (metrics_out.is_open()) {
+    if (kept_metrics) {
+      metrics_out << "# dlock bench: client::metrics() of the " << kept_from
+                  << " scenario's measured client, when the scenario ended\n";
+      write_prometheus(*kept_metrics, metrics_out);
+    } else {
+      metrics_out << "# dlock bench: no scenario of this run measured a client of its own\n";
+      warning("no scenario of this run measured a client of its own: " + o.metrics_file +
+              " holds no metrics");
+    }
+    metrics_out.close();
+    if (!metrics_out) {
+      throw bench_usage_error("cannot write the metrics file " + o.metrics_file + ": " +
+                              std::strerror(errno));
+    }
+    if (kept_metrics)
+      say("wrote the " + kept_from + " scenario's client metrics to " + o.metrics_file);
+  }
 
   // ---- charts, then the results ----
   std::vector<std::string> plots;

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lock_scenarios.hpp"
@@ -16,15 +17,20 @@
 namespace dlock::bench {
 
 /// The scenarios run_bench knows, in the order it runs them: "uncontended", "throughput",
-/// "handoff", "watchdog".
+/// "handoff", "watchdog", "observability".
 const std::vector<std::string>& scenario_names();
+
+/// Whether run_bench runs `scenario` when none is named: all but "observability", which measures
+/// dlock against itself (an option's cost) rather than against a reference, and whose rows would
+/// lengthen every default run and change its row set.
+bool runs_by_default(std::string_view scenario);
 
 /// The topologies bench_run_options::topology accepts: "standalone", "cluster" and "redlock".
 const std::vector<std::string>& topology_names();
 
 struct bench_run_options {
   /// Scenarios to run (names from scenario_names(), in any order; duplicates are ignored). They
-  /// always run in scenario_names()'s order. Empty: all of them.
+  /// always run in scenario_names()'s order. Empty: those that run by default (runs_by_default).
   std::vector<std::string> scenarios;
   /// The server (redis://, rediss:// or unix://). Empty: a private redis-server on a free
   /// loopback port, started for the run and stopped at its end. Must be empty with
@@ -54,6 +60,12 @@ struct bench_run_options {
   std::string plot_dir;
   std::string gnuplot = "gnuplot";
   std::string redis_benchmark = "redis-benchmark";
+  /// When not empty: at the end of the run, write to this file (created or truncated before
+  /// anything runs) the Prometheus text (write_prometheus) of ONE measured client: the first the
+  /// chosen scenarios report through bench_settings::client_metrics, in scenario_names()'s order
+  /// (uncontended's client when it runs), after a comment line naming it. One client, because
+  /// the text of two would repeat its families. Standalone topology only.
+  std::string metrics_file;
 
   // Scenario knobs (0 or empty: the scenario's default).
   std::vector<int> threads;  ///< throughput thread counts
@@ -76,8 +88,9 @@ struct bench_run_options {
 };
 
 /// Options that cannot work: an unknown scenario or topology, a non-positive duration, a plot
-/// directory that cannot be created, a combination the topology does not support. Thrown before
-/// anything runs.
+/// directory that cannot be created, a metrics file that cannot be written, a combination the
+/// topology does not support. Thrown before anything runs (a metrics file whose writing fails at
+/// the end of the run throws it too).
 class bench_usage_error : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;

@@ -298,6 +298,7 @@ std::vector<scenario_result> run_uncontended(const bench_settings& s,
       allocations[k] = static_cast<double>(s.allocations.stop()) / counted;
     }
   }
+  if (s.client_metrics) s.client_metrics("uncontended", c.metrics());
   delete_matching(control, bench_key_patterns);
   const auto add_allocations = [&](scenario_result& r, const char* field, std::size_t k) {
     if (allocations[k] >= 0) r.add_extra(field, allocations[k]);
@@ -629,6 +630,7 @@ std::vector<scenario_result> run_throughput(const bench_settings& s, const throu
     r.add_extra("how", "acquire_async + release_async from completion callbacks, one client");
     results.push_back(std::move(r));
   }
+  if (s.client_metrics) s.client_metrics("throughput", c.metrics());
   delete_matching(control, bench_key_patterns);
   return results;
 }
@@ -877,6 +879,11 @@ std::vector<scenario_result> run_handoff(const bench_settings& s, const handoff_
     p99_us.add_extra("spin_p99_round_trips", ratio_of(spin_p99, rtt));
     results.push_back(std::move(p99_us));
   }
+  if (s.client_metrics) {
+    for (const auto& v : variants) {
+      if (v.name == "shared-client") s.client_metrics("handoff", v.clients[0]->metrics());
+    }
+  }
   variants.clear();  // disconnect every client before cleaning up
   delete_matching(control, bench_key_patterns);
   return results;
@@ -971,6 +978,7 @@ std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdo
     const auto t_release = clock_type::now();
     leases.clear();
     const double release_seconds = seconds_between(t_release, clock_type::now());
+    if (s.client_metrics) s.client_metrics("watchdog", c.metrics());
 
     const double per_call = ratio_of(static_cast<double>(renewed), static_cast<double>(calls));
     const double calls_per_round =

@@ -91,6 +91,11 @@ struct bench_settings {
   /// scenario then reports allocations per pair.
   allocation_counter allocations;
   progress_callback progress;
+  /// Receives the metrics of a scenario's measured dlock client (client::metrics()) just before
+  /// the client goes away, with the scenario's name: the one client of uncontended, throughput
+  /// and watchdog, handoff's shared client (when that variant runs) and observability's "on"
+  /// client. May be empty.
+  std::function<void(std::string_view scenario, const metrics_snapshot& metrics)> client_metrics;
 };
 
 /// `o` with the client knobs of `s` applied (command_connections when not 0, busy_poll when not
@@ -184,6 +189,28 @@ struct watchdog_options {
   int periods = 3;
 };
 std::vector<scenario_result> run_watchdog(const bench_settings& s, const watchdog_options& o = {});
+
+// ---- 5. observability --------------------------------------------------------------------------
+
+/// What events, log lines and metrics cost a client: two clients of the same server, "off"
+/// (collect_metrics off, no on_event, no logger) and "on" (collect_metrics, an on_event that
+/// counts events and reads their names, a logger at log_level::debug that discards its lines, so
+/// that every event is built, queued, delivered and described), both with the client knobs,
+/// taking turns in `rounds` slices, the first side alternating per round; each side's figure is
+/// the median of its slices. After each of the "on" client's slices the scenario waits (up to
+/// 2 s, untimed) for its events to be delivered, so that its delivering thread does not run into
+/// the "off" client's slice. Rows, dlock = "on" and reference = "off":
+///  - "observability.uncontended": one thread, lock+unlock pairs of a reentrant lock on one key
+///    (pairs/s, with each pair's latency distribution on both sides);
+///  - "observability.threads=N": N threads through the one client, each looping acquire() +
+///    release_async() of a simple lock on its own key, as the throughput scenario does.
+/// Each row reports the "on" client's events delivered and dropped while it ran.
+struct observability_options {
+  int threads = 16;
+  std::chrono::milliseconds lease{30'000};
+};
+std::vector<scenario_result> run_observability(const bench_settings& s,
+                                               const observability_options& o = {});
 
 // ---- reporting helpers (format, never print) ---------------------------------------------------
 

@@ -103,10 +103,12 @@ struct run_args {
 struct holding_flags {
   std::string wait_text, ttl_text = "30s", grace_text = "10s";
   int lost_exit_code = exit_lease_lost;
+  int verbosity = 0;  // -v: the client's log at info level on stderr; -vv: at debug level
   /// Declares them on `cmd`; `what` names what is waited for ("the lock", "a permit").
   void add_to(CLI::App& cmd, const std::string& what);
   /// Checks "--" CMD and the durations, and fills `args` (target, command, wait, ttl, grace,
-  /// lost_exit_code). Throws failure(exit_usage) naming `subcommand` and showing `usage`.
+  /// lost_exit_code; with -v the target's logger). Throws failure(exit_usage) naming `subcommand`
+  /// and showing `usage`.
   void apply(const invocation& in, const std::string& subcommand, const std::string& usage,
              run_args& args) const;
 };

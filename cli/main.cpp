@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstdlib>
@@ -127,7 +128,25 @@ void holding_flags::add_to(CLI::App& cmd, const std::string& what) {
                  "own 76 can be told apart")
       ->check(CLI::Range(1, 255))
       ->type_name("N");
+  cmd.add_flag("-v,--verbose", verbosity,
+               "Log reconnects, failovers, failed renewals and lost leases to stderr; -vv also "
+               "every grant and release");
 }
+
+namespace {
+// One line per call and one write(2) per line, so that the command's own stderr output, which
+// shares the descriptor, never splits one.
+void log_to_stderr(log_level level, std::string_view message) {
+  std::string line = "dlock: ";
+  line.append(to_string(level)).append(": ").append(message).append("\n");
+  for (std::string_view rest = line; !rest.empty();) {
+    const auto n = ::write(STDERR_FILENO, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+}  // namespace
 
 void holding_flags::apply(const invocation& in, const std::string& subcommand,
                           const std::string& usage, run_args& args) const {
@@ -144,6 +163,10 @@ void holding_flags::apply(const invocation& in, const std::string& subcommand,
     throw failure(exit_usage, subcommand + ": --ttl must be at least 100ms");
   }
   args.lost_exit_code = lost_exit_code;
+  if (verbosity > 0) {
+    args.target.logger = log_to_stderr;
+    args.target.min_log_level = verbosity > 1 ? log_level::debug : log_level::info;
+  }
 }
 
 namespace {

@@ -213,5 +213,40 @@ TEST_F(CliCron, UsageErrorsExit64WithOneLine) {
   EXPECT_FALSE(locked("u"));
 }
 
+// -vv logs every grant and release to stderr, beside the command's own output; without -v,
+// nothing of the kind is printed.
+TEST_F(CliCron, VerboseLogsGrantsAndReleasesToStderr) {
+  const auto loud = dlock_cli(run_args({"-vv", key("v"), "--", "sh", "-c", "echo ran >&2"}));
+  EXPECT_EQ(loud.code, 0) << loud.output;
+  EXPECT_NE(loud.output.find("dlock: debug: reentrant lock '" + key("v") + "' acquired after "),
+            std::string::npos)
+      << loud.output;
+  EXPECT_NE(loud.output.find("dlock: debug: reentrant lock '" + key("v") + "' released after "),
+            std::string::npos)
+      << loud.output;
+  EXPECT_NE(loud.output.find("ran\n"), std::string::npos) << loud.output;
+  const auto quiet = dlock_cli(run_args({key("v"), "--", "true"}));
+  EXPECT_EQ(quiet.code, 0);
+  EXPECT_EQ(quiet.output, "") << "nothing without -v";
+  // -v leaves grants out (debug) but reports what an operator must read.
+  const auto info = dlock_cli(run_args({"-v", key("v"), "--", "true"}));
+  EXPECT_EQ(info.output, "") << info.output;
+}
+
+// -v reports a lease lost under the command as an error line naming the lock, before dlock's own
+// verdict (exit 76).
+TEST_F(CliCron, VerboseReportsALostLease) {
+  const auto started = path("started");
+  auto run = start({"-v", "--ttl", "600ms", "--grace", "1s", key("lost"), "--", "sh", "-c",
+                    "touch " + started + "; sleep 30"});
+  wait_until([&] { return std::filesystem::exists(started); });
+  raw_redis(server().port())({"DEL", key("lost")});
+  EXPECT_EQ(run.wait(), 76);
+  const auto out = run.drain();
+  EXPECT_NE(out.find("dlock: error: reentrant lock '" + key("lost") + "' LOST (not held)"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace dlock::testing

@@ -1,6 +1,7 @@
 // dlock/observe.hpp: events as text, and metrics in Prometheus's text exposition format.
 #include "dlock/observe.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <functional>
@@ -89,8 +90,11 @@ std::string with_detail(std::string line, const std::string& detail) {
 }  // namespace
 
 std::string describe(const event& e) {
-  const std::string lock =
-      e.name.empty() ? std::string() : std::string(e.kind) + " lock " + quoted(e.name);
+  // "reentrant lock 'a'", "leased semaphore 'b'".
+  std::string lock(e.kind);
+  std::replace(lock.begin(), lock.end(), '_', ' ');
+  if (!lock.ends_with("semaphore")) lock += " lock";
+  lock.append(" ").append(quoted(e.name));
   switch (e.type) {
     case event_type::acquired:
       return lock + " acquired after " + seconds_text(e.waited) + ", fence " +
@@ -190,8 +194,9 @@ class exposition {
 
  private:
   static std::string number(double v) {
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    char buf[400];  // the longest fixed form of a double
+    // Fixed notation, as Prometheus's own clients write bucket bounds ("0.0001", not "1e-04").
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
     return std::string(buf, r.ptr);
   }
   std::ostream& out_;
