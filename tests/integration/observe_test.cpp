@@ -185,15 +185,23 @@ TEST_F(Observe, ARenewalThatFailsWhileTheLeaseIsValidIsReportedThenAnExpiry) {
   o.connection.command_timeout = 300ms;
   seen.attach(o, log_level::info);
   client c(o);
-  auto l = c.reentrant("jobs:stalled").try_acquire();
+  auto l = c.reentrant("{jobs:stalled}").try_acquire();
   ASSERT_TRUE(l);
+  auto other = c.reentrant("{jobs:stalled}:2").try_acquire();
+  ASSERT_TRUE(other);
   server().pause();
   const auto failed = seen.wait_for(event_type::renewal_failed);
-  EXPECT_EQ(failed.name, "jobs:stalled");
+  EXPECT_TRUE(failed.name.starts_with("{jobs:stalled}")) << failed.name;
   EXPECT_GT(failed.valid_until, failed.at) << "reported while still valid";
   EXPECT_LT(failed.valid_until - failed.at, 3s);
   EXPECT_FALSE(failed.detail.empty());
-  seen.wait_for_line(log_level::warning, "renewal failed, lease valid for ");
+  // An event per lease, one log line per renewal batch.
+  seen.wait_for(event_type::renewal_failed,
+                [](const event& e) { return e.name == "{jobs:stalled}"; });
+  seen.wait_for(event_type::renewal_failed,
+                [](const event& e) { return e.name == "{jobs:stalled}:2"; });
+  const auto line = seen.wait_for_line(log_level::warning, "renewal failed, lease valid for ");
+  EXPECT_NE(line.find("(and 1 more leases in the same batch)"), std::string::npos) << line;
   EXPECT_TRUE(l.valid());
   const auto lost = seen.wait_for(event_type::lost);
   ASSERT_TRUE(lost.lost_reason);

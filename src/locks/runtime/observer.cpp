@@ -36,15 +36,15 @@ observer::observer(const client_options& o)
   }
 }
 
-void observer::emit(event e) {
+void observer::emit(event e, bool log_it) {
   if (!queue_) return;
   e.at = std::chrono::system_clock::now();
-  queue_->push({std::move(e), {}, {}});
+  queue_->push({std::move(e), log_it, {}, {}});
 }
 
 void observer::log(log_level level, std::string line) {
   if (!queue_ || !logs(level)) return;
-  queue_->push({std::nullopt, level, std::move(line)});
+  queue_->push({std::nullopt, false, level, std::move(line)});
 }
 
 void observer::deliver(item& i) const {
@@ -54,7 +54,7 @@ void observer::deliver(item& i) const {
   }
   call_user(on_event_, *i.e);
   const auto level = severity(i.e->type);
-  if (logs(level)) {
+  if (i.log_event && logs(level)) {
     try {
       const auto line = describe(*i.e);
       call_user(logger_, level, std::string_view(line));

@@ -29,8 +29,11 @@ class observer {
   bool wants(event_type t) const noexcept {
     return on_event_ || (logger_ && severity(t) >= min_level_);
   }
-  /// Hands `e` to the callbacks (stamping its time). Any thread; never blocks on them.
-  void emit(event e);
+  /// Hands `e` to the callbacks (stamping its time); to on_event alone unless `log_it`. Any
+  /// thread; never blocks on them.
+  void emit(event e, bool log_it = true);
+  /// True if on_event is set.
+  bool has_event_callback() const noexcept { return static_cast<bool>(on_event_); }
   /// Hands `line` to the logger if it takes `level`. Any thread.
   void log(log_level level, std::string line);
   bool logs(log_level level) const noexcept { return logger_ && level >= min_level_; }
@@ -49,6 +52,7 @@ class observer {
  private:
   struct item {
     std::optional<event> e;  // an event, or else a log line
+    bool log_event = true;   // an event: the logger gets its line too
     log_level level = log_level::info;
     std::string line;
   };

@@ -101,18 +101,30 @@ void lock_core::note_loss(const grant& g, lease_lost_reason why) {
   observer_.emit(std::move(e));
 }
 
+// An event per lease, but one log line per batch: a server that stops answering fails every
+// lease's renewal at once, and a client may hold thousands.
 void lock_core::note_renewal_failure(const std::vector<std::shared_ptr<grant>>& grants,
                                      const std::string& why) {
-  if (!observer_.wants(event_type::renewal_failed)) return;
+  const bool events = observer_.has_event_callback();
+  const bool log = observer_.logs(severity(event_type::renewal_failed));
+  if (!events && !log) return;
   const auto now = steady::now();
+  std::optional<event> first;
+  std::size_t valid = 0;
   for (const auto& g : grants) {
     if (!grants_.valid(*g, now)) continue;  // the expiry check reports it lost
     auto e = lock_event(event_type::renewal_failed, *g);
     e.valid_until = to_system(grants_.valid_until(*g));
     e.held = micros(now - g->granted_at);
     e.detail = why;
-    observer_.emit(std::move(e));
+    if (++valid == 1 && log) first = e;
+    if (events) observer_.emit(std::move(e), false);
   }
+  if (!first) return;
+  first->at = std::chrono::system_clock::now();
+  auto line = describe(*first);
+  if (valid > 1) line += " (and " + std::to_string(valid - 1) + " more leases in the same batch)";
+  observer_.log(severity(event_type::renewal_failed), std::move(line));
 }
 
 void lock_core::note_woken_without_message(const acquire_request& r) {
