@@ -18,6 +18,7 @@
 
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
+#include "prometheus_text.hpp"
 
 namespace dlock::testing {
 namespace {
@@ -278,9 +279,22 @@ TEST(CliBench, PrintsTheDocumentedJsonAndDrawsCharts) {
       EXPECT_TRUE(row.at("latency_us").at("reference").at("p50").is_number()) << row;
     }
   };
-  const auto r = bench({"bench", "uncontended", "--seconds", "0.2", "--json"});
+  char metrics_file[] = "/tmp/dlock-bench-metrics-XXXXXX";
+  ASSERT_GE(::mkstemp(metrics_file), 0);
+  const auto r =
+      bench({"bench", "uncontended", "--seconds", "0.2", "--json", "--metrics", metrics_file});
   ASSERT_EQ(r.code, 0) << r.output;
   check(nlohmann::json::parse(r.output));
+  // --metrics: the run's client in Prometheus's text, as its own parser reads it.
+  std::ifstream in(metrics_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(metrics_file);
+  const auto samples = parsed_by_prometheus(text);
+  ASSERT_TRUE(samples.count("dlock_grants_total {}")) << text;
+  EXPECT_GT(samples.at("dlock_grants_total {}"), 0);
+  EXPECT_TRUE(samples.count(
+      R"(dlock_acquisitions_total {"kind": "reentrant", "outcome": "granted", "prefix": "dlock-bench"})"))
+      << text;
 
   if (!embedded::server_available("gnuplot")) {
     std::cout << "gnuplot is not installed: --plot not checked\n";

@@ -24,6 +24,7 @@
 #include "embedded/redis_cluster.hpp"
 #include "embedded/redis_sentinel_set.hpp"
 #include "polling.hpp"
+#include "prometheus_text.hpp"
 #include "redis_fixture.hpp"
 
 namespace dlock::testing {
@@ -249,6 +250,30 @@ TEST_F(Observe, AGrantNoReplicaAcknowledgedIsReportedUndone) {
   EXPECT_EQ(m.locks[0].failed, 1u);
 }
 
+// A release the stalled server never answers, and one that finds the lock gone.
+TEST_F(Observe, AReleaseThatIsNotConfirmedIsReported) {
+  auto o = options();
+  o.connection.command_timeout = 200ms;
+  seen.attach(o, log_level::info);
+  client c(o);
+  auto stranded = c.simple("jobs:stranded").try_acquire();
+  ASSERT_TRUE(stranded);
+  server().pause();
+  EXPECT_EQ(stranded.release_checked(), release_outcome::unconfirmed);
+  server().resume();
+  const auto failed = seen.wait_for(event_type::release_failed);
+  EXPECT_EQ(failed.name, "jobs:stranded");
+  EXPECT_FALSE(failed.detail.empty());
+  seen.wait_for_line(log_level::warning, "simple lock 'jobs:stranded' release not confirmed");
+  auto taken = c.reentrant("jobs:taken").try_acquire();
+  ASSERT_TRUE(taken);
+  raw_redis(server().port())({"DEL", "jobs:taken"});
+  EXPECT_EQ(taken.release_checked(), release_outcome::not_held);
+  const auto gone = seen.wait_for(event_type::release_failed,
+                                  [](const event& e) { return e.name == "jobs:taken"; });
+  EXPECT_NE(gone.detail.find("no longer held"), std::string::npos) << gone.detail;
+}
+
 TEST_F(Observe, AKilledConnectionIsReportedLostThenBack) {
   auto o = options();
   seen.attach(o);
@@ -327,41 +352,6 @@ TEST(ObserveOptions, BadLimitsAreRefused) {
 }
 
 // ---- metrics, as Prometheus reads them ----
-
-/// `text` as Debian's python3-prometheus-client parses it: "name {labels as JSON} value" per
-/// sample, keyed by the first two. Fails the test if the parser rejects it.
-std::map<std::string, double> parsed_by_prometheus(const std::string& text) {
-  char path[] = "/tmp/dlock-metrics-XXXXXX";
-  const int fd = ::mkstemp(path);
-  EXPECT_GE(fd, 0);
-  ::close(fd);
-  std::ofstream(path) << text;
-  embedded::child_process python(
-      {"/usr/bin/python3", "-c",
-       "import json, sys\n"
-       "from prometheus_client.parser import text_string_to_metric_families as families\n"
-       "for f in families(open(sys.argv[1]).read()):\n"
-       "    for s in f.samples:\n"
-       "        print(s.name, json.dumps(s.labels, sort_keys=True, ensure_ascii=False), s.value)\n"
-       "print('END')\n",
-       path},
-      {.capture_stdout = true, .merge_stderr = true});
-  std::map<std::string, double> samples;
-  std::string errors;
-  while (auto line = python.read_line()) {
-    if (*line == "END") break;
-    const auto value_at = line->rfind(' ');
-    try {
-      samples[line->substr(0, value_at)] = std::stod(line->substr(value_at + 1));
-    } catch (const std::exception&) {
-      errors += *line + "\n";
-    }
-  }
-  errors += python.drain();
-  EXPECT_EQ(python.wait(), 0) << errors;
-  std::remove(path);
-  return samples;
-}
 
 TEST_F(Observe, ThePrometheusTextParsesAndCountsWhatTheClientDid) {
   auto o = options();
