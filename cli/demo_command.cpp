@@ -1,4 +1,4 @@
-// dlock demo: a tour on a private redis-server, in under a minute.
+// dlock demo: a tour on a private redis-server (or valkey-server), in under a minute.
 //
 // Every process the tour starts runs in a process group of its own that the tour kills at the
 // end, or when it is interrupted; the server dies with the tour (PR_SET_PDEATHSIG) whatever
@@ -181,14 +181,16 @@ int demo_holder(const std::string& url, const std::string& name, const std::stri
 int demo(const std::string& self) {
   if (!embedded::server_available()) {
     throw failure(exit_unavailable,
-                  "the tour needs redis-server; install it (Debian: apt-get install redis-server)");
+                  "the tour needs redis-server or valkey-server; install one (Debian: apt-get "
+                  "install redis-server)");
   }
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::signal(sig, on_interrupt);
   const auto started = steady::now();
   std::cout << "dlock " << dlock::version << " tour\n";
   embedded::redis_server server;
-  std::cout << "private redis-server on 127.0.0.1:" << server.port() << " in " << server.dir()
+  std::cout << "private " << embedded::default_programs().server
+            << " on 127.0.0.1:" << server.port() << " in " << server.dir()
             << " (stopped at the end)\n";
   const dlock::client c(server.url());
 

@@ -190,7 +190,8 @@ Examples:
   dlock market --seconds 3                            Redis in Action's marketplace, beside the book
 
 The server: --url URL, else $DLOCK_URL, else redis://127.0.0.1:6379.
-  URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path
+  URL forms: redis://[user[:password]@]host[:port][/db], rediss://... (TLS), unix:///path,
+  redis-sentinel://host1[:port1],host2...#MASTER; valkey://, valkeys://, valkey-sentinel://
   TLS options as query: ?ca=FILE&cert=FILE&key=FILE&verify=none&sni=NAME
 
 Options before the subcommand or after it, anywhere before "--". A name that starts with "-"

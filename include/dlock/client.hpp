@@ -177,15 +177,17 @@ struct DLOCK_API client_options {
   /// Distinct prefixes kept per kind; names beyond them count under "other". At least 1.
   std::size_t metric_prefix_limit = 100;
 
-  /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://` and
-  /// `unix://` as connection_options::from_url parses them (a standalone server), or
+  /// Options from one URL, the other settings at their defaults: `redis://`, `rediss://`,
+  /// `valkey://`, `valkeys://` and `unix://` as connection_options::from_url parses them (a
+  /// standalone server), or
   /// `redis-sentinel://[[user:]password@]host1[:port1][,host2[:port2]...][/db][?query]#MASTER`
-  /// (Sentinel; ports default to 26379). In the Sentinel form the user and password are the
-  /// master's; the sentinels' own come from the query options `sentinel_user` and
-  /// `sentinel_password`, the other query options apply to both. Throws
+  /// (Sentinel; ports default to 26379; `valkey-sentinel://` is the same). In the Sentinel form the
+  /// user and password are the master's; the sentinels' own come from the query options
+  /// `sentinel_user` and `sentinel_password`, the other query options apply to both. Throws
   /// `dlock::error(errc::invalid_url)` naming the part that is wrong (never the password).
   static client_options from_url(std::string_view url);
-  /// Options for a Redis Cluster reached through `seed_urls` (redis:// or rediss://, database
+  /// Options for a Redis Cluster reached through `seed_urls` (redis://, rediss:// or the valkey
+  /// forms, database
   /// 0); the first seed's credentials, TLS and timeouts apply to every node. Throws as
   /// from_url does, or errc::invalid_argument for an empty list.
   static client_options cluster(const std::vector<std::string>& seed_urls);

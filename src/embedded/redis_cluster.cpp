@@ -40,15 +40,16 @@ std::map<std::string, std::string> replication_links(const std::string& cluster_
 }  // namespace
 
 bool cluster_available() {
-  return server_available("redis-server") && server_available("redis-cli");
+  return server_available(default_programs().server) && server_available(default_programs().cli);
 }
 
 redis_cluster::redis_cluster(cluster_options options) : options_(std::move(options)) {
   if (options_.masters < 3 || options_.replicas_per_master < 0) {
     throw server_error("redis_cluster: redis-cli creates clusters of 3 masters or more");
   }
-  if (!server_available("redis-cli")) {
-    throw server_error("redis-cli not found; install it (Debian: apt-get install redis-tools)");
+  if (!server_available(default_programs().cli)) {
+    throw server_error(default_programs().cli + " not found; install it (Debian: apt-get install " +
+                       default_programs().family + "-tools)");
   }
   server_options o;
   o.max_port = 65535 - bus_offset;
@@ -87,7 +88,7 @@ redis_cluster::~redis_cluster() {
 }
 
 void redis_cluster::create() {
-  std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
+  std::vector<std::string> args = {default_programs().cli, "--cluster", "create"};
   for (const auto& n : nodes_)
     args.push_back("127.0.0.1:" + std::to_string(n->port()));
   args.insert(args.end(), {"--cluster-replicas", std::to_string(options_.replicas_per_master),
@@ -102,8 +103,8 @@ void redis_cluster::create() {
   // EOF normally; at the deadline redis-cli is still waiting for the nodes to join.
   const int status = cli.wait(clock::now() < deadline ? 5000ms : 0ms);
   if (status != 0) {
-    throw server_error("redis-cli --cluster create failed (status " + std::to_string(status) +
-                       "):\n" + output + describe());
+    throw server_error(default_programs().cli + " --cluster create failed (status " +
+                       std::to_string(status) + "):\n" + output + describe());
   }
 }
 

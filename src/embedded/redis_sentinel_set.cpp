@@ -60,7 +60,8 @@ std::string conf_quote(const std::string& text) {
 }  // namespace
 
 bool sentinel_available() {
-  return server_available("redis-sentinel") || server_available("redis-server");
+  return server_available(default_programs().sentinel) ||
+         server_available(default_programs().server);
 }
 
 redis_sentinel_set::redis_sentinel_set(sentinel_set_options options)
@@ -94,8 +95,9 @@ redis_sentinel_set::redis_sentinel_set(sentinel_set_options options)
   // then only every ten seconds: they start once the replicas are there to be seen.
   wait_synced_to(0, options_.start_timeout);
   server_options s;
-  // Debian ships the sentinel as its own program; redis-server --sentinel is the same code.
-  s.executable = server_available("redis-sentinel") ? "redis-sentinel" : "redis-server";
+  // Debian ships the sentinel as its own program; the server with --sentinel is the same code.
+  const auto& programs = default_programs();
+  s.executable = server_available(programs.sentinel) ? programs.sentinel : programs.server;
   s.extra_args = {"--sentinel"};
   s.config = [this](std::uint16_t port) { return sentinel_config(port); };
   for (int i = 0; i < options_.sentinels; ++i)

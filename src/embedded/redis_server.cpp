@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -78,6 +79,24 @@ bool answers_ping(const std::string& socket_path) {
 
 }  // namespace
 
+const server_programs& default_programs() {
+  static const server_programs programs = [] {
+    const auto family_named = [](const std::string& family) {
+      return server_programs{family, family + "-server", family + "-sentinel", family + "-cli"};
+    };
+    const char* chosen = std::getenv("DLOCK_TEST_SERVER");
+    const std::string name = chosen ? chosen : "";
+    if (name == "redis" || name == "valkey") return family_named(name);
+    if (!name.empty()) {
+      throw std::invalid_argument("DLOCK_TEST_SERVER must be redis or valkey, not '" + name + "'");
+    }
+    if (!server_available("redis-server") && server_available("valkey-server"))
+      return family_named("valkey");
+    return family_named("redis");
+  }();
+  return programs;
+}
+
 bool server_available(const std::string& executable) {
   if (executable.find('/') != std::string::npos) return ::access(executable.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");
@@ -96,7 +115,8 @@ bool server_available(const std::string& executable) {
 redis_server::redis_server(server_options options) : options_(std::move(options)) {
   if (!server_available(options_.executable)) {
     throw server_error(options_.executable +
-                       " not found; install it (Debian: apt-get install redis-server)");
+                       " not found; install it (Debian: apt-get install redis-server, or"
+                       " valkey-server)");
   }
   char tmpl[] = "/tmp/dlock-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {

@@ -4,6 +4,7 @@
 
 #include "core/process_facts.hpp"
 #include "dlock/error.hpp"
+#include "dlock/version.hpp"
 #include "wire/resp.hpp"
 
 namespace dlock::net {
@@ -32,8 +33,10 @@ std::error_code classify_error_reply(std::string_view text) {
   if (code == "WRONGTYPE") return errc::wrong_type;
   if (code == "NOPERM") return errc::permission_denied;
   if (code == "UPGRADECONFLICT") return errc::upgrade_conflict;  // write_acquire.lua
-  // An ACL refusal inside a script comes back as a plain ERR (Redis 7.0).
-  if (code == "ERR" && text.find("The user executing the script can't") != text.npos) {
+  // An ACL refusal inside a script comes back as a plain ERR, worded by the server: "The user
+  // executing the script can't ..." (Redis 7.0), "ACL failure in script: ..." (Valkey 8).
+  if (code == "ERR" && (text.find("The user executing the script can't") != text.npos ||
+                        text.starts_with("ERR ACL failure in script"))) {
     return errc::permission_denied;
   }
   if (code == "READONLY") return errc::read_only;
@@ -71,6 +74,11 @@ handshake::handshake(const connection_options& options, bool require_master) : o
       options.client_name.empty() ? default_connection_name() : options.client_name;
   const std::string_view args[] = {"CLIENT", "SETNAME", name};
   add(step::setname, args);
+  // The library's name and version in CLIENT LIST / CLIENT INFO (Redis >= 7.2, Valkey >= 8).
+  const std::string_view lib_name[] = {"CLIENT", "SETINFO", "lib-name", "dlock"};
+  add(step::setinfo, lib_name);
+  const std::string_view lib_ver[] = {"CLIENT", "SETINFO", "lib-ver", version};
+  add(step::setinfo, lib_ver);
 }
 
 handshake::verdict handshake::on_reply(const reply& r) {
@@ -79,6 +87,9 @@ handshake::verdict handshake::on_reply(const reply& r) {
   const step what = steps_[seen_++];
   const bool last = seen_ == steps_.size();
   bool ok = !r.is_error();
+  // An older server does not know CLIENT SETINFO, and an ACL user may not be allowed it: the
+  // announcement is for operators only, so any refusal is ignored.
+  if (!ok && what == step::setinfo) ok = true;
   if (!ok && what == step::setname && options_.client_name.empty() &&
       r.str().starts_with("NOPERM")) {
     ok = true;

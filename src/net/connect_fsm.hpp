@@ -17,8 +17,8 @@
 namespace dlock::net {
 
 /// One handshake: AUTH (when credentials are given), SELECT (a database other than 0), ROLE
-/// (when the server must be a master: one Sentinel named) and CLIENT SETNAME, pipelined in one
-/// write, judged reply by reply.
+/// (when the server must be a master: one Sentinel named), CLIENT SETNAME and CLIENT SETINFO
+/// (lib-name dlock, lib-ver), pipelined in one write, judged reply by reply.
 class handshake {
  public:
   explicit handshake(const connection_options& options, bool require_master = false);
@@ -39,11 +39,12 @@ class handshake {
   /// Judges the next reply. A failing AUTH is errc::auth_failed whatever the server's wording;
   /// a NOPERM answer to CLIENT SETNAME is tolerated when the user asked for no name (naming is
   /// cosmetic, and a restricted ACL user may not be allowed it); a ROLE other than master is
-  /// errc::read_only.
+  /// errc::read_only; any error answering CLIENT SETINFO is ignored (servers before Redis 7.2
+  /// and Valkey 8 do not know it).
   verdict on_reply(const reply& r);
 
  private:
-  enum class step { auth, select, role, setname };
+  enum class step { auth, select, role, setname, setinfo };
   const connection_options& options_;
   std::string request_;
   std::vector<step> steps_;

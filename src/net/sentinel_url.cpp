@@ -11,8 +11,6 @@ namespace {
   throw error(errc::invalid_url, "invalid URL: " + what);
 }
 
-constexpr std::string_view scheme = "redis-sentinel://";
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -39,15 +37,20 @@ std::string percent_decoded(std::string_view text) {
 
 }  // namespace
 
+bool is_sentinel_url(std::string_view url) {
+  return url.starts_with("redis-sentinel://") || url.starts_with("valkey-sentinel://");
+}
+
 sentinel_url parse_sentinel_url(std::string_view url) {
-  if (!url.starts_with(scheme)) bad_url("a Sentinel URL starts with redis-sentinel://");
-  url.remove_prefix(scheme.size());
+  if (!is_sentinel_url(url)) {
+    bad_url("a Sentinel URL starts with redis-sentinel:// or valkey-sentinel://");
+  }
+  url.remove_prefix(url.find("://") + 3);
   sentinel_url out;
 
   const auto hash = url.find('#');
   if (hash == std::string_view::npos || hash + 1 == url.size()) {
-    bad_url(
-        "a redis-sentinel URL names the master after '#' (redis-sentinel://host:26379#mymaster)");
+    bad_url("a Sentinel URL names the master after '#' (redis-sentinel://host:26379#mymaster)");
   }
   out.sentinel.master_name = percent_decoded(url.substr(hash + 1));
   url = url.substr(0, hash);
@@ -61,7 +64,7 @@ sentinel_url parse_sentinel_url(std::string_view url) {
   const std::string_view hosts = url.substr(hosts_begin, hosts_end - hosts_begin);
   const std::string_view tail =
       hosts_end == std::string_view::npos ? std::string_view() : url.substr(hosts_end);
-  if (hosts.empty()) bad_url("a redis-sentinel URL needs at least one sentinel host");
+  if (hosts.empty()) bad_url("a Sentinel URL needs at least one sentinel host");
 
   // Split the query: sentinel_user / sentinel_password are the sentinels'; the rest is shared.
   std::string path(tail.substr(0, tail.find('?')));

@@ -1,5 +1,6 @@
 // The Sentinel URL form Lettuce established:
 // redis-sentinel://[[user:]password@]host1[:port1][,host2[:port2]...][/db][?query]#MASTER
+// (valkey-sentinel:// is the same form).
 #pragma once
 
 #include <string_view>
@@ -12,6 +13,9 @@ struct sentinel_url {
   connection_options master;  // the data nodes' credentials, database and query options
   sentinel_options sentinel;  // the master's name, and each sentinel's address and credentials
 };
+
+/// True if `url` starts with redis-sentinel:// or valkey-sentinel://.
+bool is_sentinel_url(std::string_view url);
 
 /// Parses the URL. The userinfo is the master's; `sentinel_user` and `sentinel_password` in the
 /// query are the sentinels'; the other query options apply to both; ports default to 26379.

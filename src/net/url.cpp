@@ -155,7 +155,7 @@ connection_options connection_options::from_url(std::string_view url) {
   });
   // Text that is not a scheme may be anything, a password included: never echo it.
   if (sep == std::string_view::npos || !scheme_like) {
-    bad_url("expected redis://, rediss:// or unix:// at the start");
+    bad_url("expected redis://, rediss://, valkey://, valkeys:// or unix:// at the start");
   }
   std::transform(scheme.begin(), scheme.end(), scheme.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -179,11 +179,13 @@ connection_options connection_options::from_url(std::string_view url) {
     apply_query(o, query);
     return o;
   }
-  if (scheme != "redis" && scheme != "rediss") {
+  // Valkey speaks the same protocol: its schemes are the same two.
+  if (scheme != "redis" && scheme != "rediss" && scheme != "valkey" && scheme != "valkeys") {
     // A word of scheme characters before "://" cannot be a password: safe to echo.
-    bad_url("unsupported scheme '" + scheme + "' (expected redis://, rediss:// or unix://)");
+    bad_url("unsupported scheme '" + scheme +
+            "' (expected redis://, rediss://, valkey://, valkeys:// or unix://)");
   }
-  o.tls.enabled = scheme == "rediss";
+  o.tls.enabled = scheme == "rediss" || scheme == "valkeys";
 
   std::string_view authority = rest;
   std::string_view path;

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -245,6 +246,35 @@ TEST(CliDemo, TourRunsAndLeavesNoProcessBehind) {
   }
   EXPECT_EQ(children, "") << "left behind: " << children;
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// On a machine with Valkey and no Redis, the tour runs on a private valkey-server. The machine is
+// made so for the tour alone: its PATH is a directory of links to every program on ours but
+// Redis's own.
+TEST(CliDemo, TourRunsOnValkeyWhereRedisIsNotInstalled) {
+  if (!embedded::server_available("valkey-server"))
+    GTEST_SKIP() << "valkey-server is not installed";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("dlock-valkey-only-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  for (std::size_t start = 0; start <= path.size();) {
+    const auto end = std::min(path.find(':', start), path.size());
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(path.substr(start, end - start), ec)) {
+      const auto name = entry.path().filename().string();
+      if (name.starts_with("redis-")) continue;
+      std::filesystem::create_symlink(entry.path(), dir / name, ec);  // the first on PATH wins
+    }
+    start = end + 1;
+  }
+  ASSERT_FALSE(std::filesystem::exists(dir / "redis-server"));
+  const auto r = dlock_cli({"demo"}, {"PATH=" + dir.string(), "DLOCK_TEST_SERVER="});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("private valkey-server on 127.0.0.1:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tour finished"), std::string::npos) << r.output;
 }
 
 // `dlock bench` on its own private server prints the documented JSON (and, when gnuplot is

@@ -56,7 +56,8 @@ class footprint {
     if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
     std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-    return cmdline.find("redis") == std::string::npos;
+    return cmdline.find("redis") == std::string::npos &&
+           cmdline.find("valkey") == std::string::npos;
   }
 
   std::vector<pid_t> pids_;

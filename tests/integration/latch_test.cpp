@@ -291,9 +291,9 @@ TEST_F(Latch, APlainDecrAndPublishAsRedissonDoesWakesADlockWaiter) {
 TEST_F(Latch, PublishesRedissonsMessagesOnItsChannel) {
   // A Redisson waiter's view: redis-cli subscribed to the channel sees "1" when a count is set
   // and "0" when it reaches zero (and when the latch is removed), nothing in between.
-  child_process listener(
-      {"redis-cli", "-p", std::to_string(server().port()), "SUBSCRIBE", channel_of(key("m"))},
-      captured);
+  child_process listener({embedded::default_programs().cli, "-p", std::to_string(server().port()),
+                          "SUBSCRIBE", channel_of(key("m"))},
+                         captured);
   raw_redis raw(server().port());
   await_subscribers(raw, channel_of(key("m")), 1);
   auto next_message = [&] {

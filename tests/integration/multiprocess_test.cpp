@@ -234,7 +234,8 @@ class Interop : public redis_test {
  protected:
   /// Runs redis-cli against the test server and returns its one line of output.
   std::string cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {"redis-cli", "-p", std::to_string(server().port())});
+    args.insert(args.begin(),
+                {embedded::default_programs().cli, "-p", std::to_string(server().port())});
     child_process p(args, captured);
     auto line = p.read_line(30s);
     EXPECT_EQ(p.wait(), 0);

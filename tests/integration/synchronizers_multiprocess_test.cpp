@@ -134,7 +134,7 @@ class queue_monitor {
       : port_(port),
         queue_(std::move(queue)),
         grants_(std::move(grants)),
-        cli_({"redis-cli", "-p", std::to_string(port), "MONITOR"}, captured) {
+        cli_({embedded::default_programs().cli, "-p", std::to_string(port), "MONITOR"}, captured) {
     started_ = cli_.read_line(10s) == "OK";
     if (started_) reader_ = std::thread([this] { read(); });
   }
@@ -761,7 +761,8 @@ class SyncInterop : public redis_test {
   }
   /// A redis-cli subscribed to `channel`, once the server confirmed the subscription.
   child_process subscribe(const std::string& channel) {
-    child_process sub({"redis-cli", "-p", std::to_string(server().port()), "SUBSCRIBE", channel},
+    child_process sub({embedded::default_programs().cli, "-p", std::to_string(server().port()),
+                       "SUBSCRIBE", channel},
                       captured);
     EXPECT_EQ(sub.read_line(10s), "subscribe");
     EXPECT_EQ(sub.read_line(10s), channel);

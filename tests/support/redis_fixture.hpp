@@ -35,6 +35,14 @@ class redis_test : public ::testing::Test {
   std::string prefix_;
 };
 
+/// True if `text` is a server's ACL refusal, in the words of either server family: "NOPERM ...",
+/// and inside a script "ERR The user executing the script can't ..." (Redis 7.0) or "ERR ACL
+/// failure in script: ..." (Valkey 8).
+inline bool is_acl_refusal(std::string_view text) {
+  return text.starts_with("NOPERM") || text.find("user executing the script") != text.npos ||
+         text.find("ACL failure in script") != text.npos;
+}
+
 /// A deliberately simple blocking client, independent of the code under test, for setting up and
 /// checking server state from the outside. Throws std::runtime_error on any failure.
 class raw_redis {

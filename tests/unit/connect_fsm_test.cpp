@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "dlock/error.hpp"
+#include "dlock/version.hpp"
 #include "net/connect_fsm.hpp"
 
 namespace {
@@ -35,11 +36,20 @@ TEST(Handshake, SendsOnlyWhatIsNeededInOneWrite) {
   for (auto& c : name) {
     if (c <= ' ' || c > '~') c = '_';
   }
-  EXPECT_EQ(handshake(plain).request(), std::string("*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$")
-                                            .append(std::to_string(name.size()))
-                                            .append("\r\n")
-                                            .append(name)
-                                            .append("\r\n"));
+  // Then the library's name and version, for CLIENT LIST / CLIENT INFO.
+  const std::string version = dlock::version;
+  EXPECT_EQ(handshake(plain).request(),
+            std::string("*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$")
+                .append(std::to_string(name.size()))
+                .append("\r\n")
+                .append(name)
+                .append("\r\n")
+                .append("*4\r\n$6\r\nCLIENT\r\n$7\r\nSETINFO\r\n$8\r\nlib-name\r\n$5\r\ndlock\r\n")
+                .append("*4\r\n$6\r\nCLIENT\r\n$7\r\nSETINFO\r\n$7\r\nlib-ver\r\n$")
+                .append(std::to_string(version.size()))
+                .append("\r\n")
+                .append(version)
+                .append("\r\n"));
   const auto full = with("alice", "pw", 3, "worker");
   const handshake h(full);
   const auto& r = h.request();
@@ -53,8 +63,8 @@ TEST(Handshake, SendsOnlyWhatIsNeededInOneWrite) {
 TEST(Handshake, IsReadyAfterEveryReplyIsFine) {
   const auto o = with("alice", "pw", 3, "");
   handshake h(o);
-  EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::more);
-  EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::more);
+  for (int i = 0; i < 4; ++i)  // AUTH, SELECT, SETNAME, SETINFO lib-name
+    EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::more);
   EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::ready);
   EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::failed) << "nothing more due";
 }
@@ -72,12 +82,23 @@ TEST(Handshake, AFailingAuthIsAnAuthenticationFailureWhateverItsWording) {
 TEST(Handshake, NopermOnTheDefaultNameIsTolerated) {
   const auto unnamed = with("", "", 0, "");
   handshake h(unnamed);
-  EXPECT_EQ(h.on_reply(reply::error("NOPERM no CLIENT for you")).state, status::ready);
+  EXPECT_EQ(h.on_reply(reply::error("NOPERM no CLIENT for you")).state, status::more);
   const auto named = with("", "", 0, "worker");
   handshake n(named);
   const auto v = n.on_reply(reply::error("NOPERM no CLIENT for you"));
   EXPECT_EQ(v.state, status::failed) << "the user asked for that name";
   EXPECT_EQ(v.error, errc::permission_denied);
+}
+
+TEST(Handshake, AServerThatDoesNotKnowSetinfoIsStillReady) {
+  // Redis before 7.2 (and Valkey before 8) answer CLIENT SETINFO with an error; an ACL user may
+  // be refused it. Neither is a reason to give up the connection.
+  const auto o = with("", "", 0, "worker");
+  handshake h(o);
+  EXPECT_EQ(h.on_reply(reply::simple_string("OK")).state, status::more);  // SETNAME
+  EXPECT_EQ(h.on_reply(reply::error("ERR unknown subcommand 'SETINFO'. Try CLIENT HELP.")).state,
+            status::more);
+  EXPECT_EQ(h.on_reply(reply::error("NOPERM no CLIENT SETINFO for you")).state, status::ready);
 }
 
 TEST(Handshake, ABadDatabaseIsAServerError) {
@@ -122,6 +143,11 @@ TEST(ClassifyErrorReply, EachServerConditionHasItsCode) {
   EXPECT_EQ(classify_error_reply("WRONGTYPE holds a list, not a lock"), errc::wrong_type);
   EXPECT_EQ(classify_error_reply("NOPERM this user has no permissions"), errc::permission_denied);
   EXPECT_EQ(classify_error_reply("ERR The user executing the script can't run this command"),
+            errc::permission_denied);
+  EXPECT_EQ(classify_error_reply("ERR ACL failure in script: User u has no permissions to run the "
+                                 "'incr' command script: 33a0eb50, on @user_script:41."),
+            errc::permission_denied);
+  EXPECT_EQ(classify_error_reply("ERR ACL failure in script: No permissions to access a key"),
             errc::permission_denied);
   EXPECT_EQ(classify_error_reply("READONLY You can't write against a read only replica."),
             errc::read_only);

@@ -117,9 +117,24 @@ TEST(SentinelUrl, SeparatesTheMastersCredentialsFromTheSentinels) {
   EXPECT_TRUE(o.connection.password.empty());
 }
 
+TEST(SentinelUrl, ValkeysSchemeIsTheSameForm) {
+  const auto u = parse_sentinel_url("valkey-sentinel://app:pw@10.0.0.1,10.0.0.2:5000/3#cache");
+  EXPECT_EQ(u.sentinel.master_name, "cache");
+  ASSERT_EQ(u.sentinel.sentinels.size(), 2u);
+  EXPECT_EQ(u.sentinel.sentinels[0].port, 26379);
+  EXPECT_EQ(u.sentinel.sentinels[1].port, 5000);
+  EXPECT_EQ(u.master.user, "app");
+  EXPECT_EQ(u.master.database, 3);
+  const auto o = dlock::client_options::from_url("valkey-sentinel://127.0.0.1#mymaster");
+  EXPECT_EQ(o.sentinel.master_name, "mymaster");
+  EXPECT_EQ(o.sentinel.sentinels.size(), 1u);
+}
+
 TEST(SentinelUrl, RejectsWhatIsMissing) {
-  for (const char* bad : {"redis-sentinel://h:1", "redis-sentinel://h:1#", "redis-sentinel://#m",
-                          "redis-sentinel://h:1,,h2#m", "redis-sentinel://h:x#m"}) {
+  for (const char* bad :
+       {"redis-sentinel://h:1", "redis-sentinel://h:1#", "redis-sentinel://#m",
+        "redis-sentinel://h:1,,h2#m", "redis-sentinel://h:x#m", "valkey-sentinel://h:1",
+        "valkeys-sentinel://h:1#m", "sentinel://h:1#m"}) {
     try {
       parse_sentinel_url(bad);
       ADD_FAILURE() << bad;
@@ -159,6 +174,9 @@ TEST(Handshake, ChecksTheRoleWhenAMasterIsRequired) {
   dlock::net::handshake ok(o, true);
   EXPECT_EQ(ok.on_reply(reply::array({bulk("master"), reply::integer(0), reply::array({})})).state,
             dlock::net::handshake::status::more);
+  EXPECT_EQ(ok.on_reply(reply::simple_string("OK")).state, dlock::net::handshake::status::more);
+  // CLIENT SETINFO lib-name, lib-ver
+  EXPECT_EQ(ok.on_reply(reply::simple_string("OK")).state, dlock::net::handshake::status::more);
   EXPECT_EQ(ok.on_reply(reply::simple_string("OK")).state, dlock::net::handshake::status::ready);
   EXPECT_EQ(dlock::net::handshake(o).request().find("ROLE"), std::string::npos);
 }

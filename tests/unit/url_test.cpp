@@ -177,6 +177,22 @@ TEST(FromUrl, RedissEnablesTls) {
   EXPECT_FALSE(connection_options::from_url("redis://secure.example").tls.enabled);
 }
 
+TEST(FromUrl, ValkeySchemesAreRedisOnes) {
+  const auto plain = connection_options::from_url("valkey://app:pw@cache.example:6390/4");
+  EXPECT_FALSE(plain.tls.enabled);
+  EXPECT_EQ(plain.host, "cache.example");
+  EXPECT_EQ(plain.port, 6390);
+  EXPECT_EQ(plain.user, "app");
+  EXPECT_EQ(plain.password, "pw");
+  EXPECT_EQ(plain.database, 4);
+  EXPECT_EQ(connection_options::from_url("valkey://cache.example").port, 6379);
+  const auto tls = connection_options::from_url("VALKEYS://cache.example?verify=none");
+  EXPECT_TRUE(tls.tls.enabled);
+  EXPECT_FALSE(tls.tls.verify_peer);
+  // One spelling when shown: what it connects to, not what it was called.
+  EXPECT_EQ(plain.redacted_url(), "redis://app:***@cache.example:6390/4");
+}
+
 TEST(FromUrl, AllQueryOptions) {
   const auto o = connection_options::from_url(
       "rediss://u:hunter2@host:6380/1?ca=/etc/ca.pem&cert=/etc/c.pem&key=/etc/k.pem"
@@ -274,6 +290,8 @@ TEST(FromUrl, UnixSocketPathContainingAt) {
 TEST(FromUrlErrors, UnknownScheme) {
   expect_invalid_url("http://user:hunter2@host:6379");
   expect_invalid_url("redis+tls://:hunter2@host");
+  expect_invalid_url("valkey+tls://:hunter2@host");
+  expect_invalid_url("valkey-sentinel://host#m");  // a Sentinel URL is client_options' to parse
 }
 
 TEST(FromUrl, SchemesAreCaseInsensitive) {

@@ -49,7 +49,8 @@ struct DLOCK_API connection_options {
   std::chrono::milliseconds reconnect_min{10};
   std::chrono::milliseconds reconnect_max{1000};
 
-  /// Parses `redis://[user[:password]@]host[:port][/db][?query]`, `rediss://...` (TLS) or
+  /// Parses `redis://[user[:password]@]host[:port][/db][?query]`, `rediss://...` (TLS),
+  /// `valkey://...` and `valkeys://...` (the same two, named for Valkey) or
   /// `unix:///path/to/socket[?db=N&...]`. Percent-escapes are decoded in user and password.
   /// Query options: `ca`, `cert`, `key`, `verify=peer|none`, `sni`, `name`, `db`,
   /// `connect_timeout`, `command_timeout` (durations such as `500ms`, `2s`).

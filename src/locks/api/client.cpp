@@ -19,7 +19,7 @@ using detail::lock_core;
 
 client_options client_options::from_url(std::string_view url) {
   client_options o;
-  if (url.starts_with("redis-sentinel://")) {
+  if (detail::is_sentinel_url(url)) {
     auto parsed = detail::parse_sentinel_url(url);
     o.connection = std::move(parsed.master);
     o.sentinel = std::move(parsed.sentinel);

@@ -270,9 +270,11 @@ std::string lock_core::failure_message(const op& o, std::error_code ec,
   }
   std::string message = "acquiring lock '" + name + "': ";
   message.append(server_reply.is_error() ? server_reply.str() : ec.message());
-  // The one key an ACL written for Redisson's layout does not know about.
+  // The one key an ACL written for Redisson's layout does not know about. A key refused: "...
+  // one of the keys used as arguments" (Redis), "No permissions to access a key" (Valkey).
   if (ec == errc::permission_denied && !holder_record_.empty() &&
-      message.find("keys used as arguments") != std::string::npos) {
+      (message.find("keys used as arguments") != std::string::npos ||
+       message.find("permissions to access a key") != std::string::npos)) {
     message.append(
         " (besides Redisson's keys, dlock records the holder in dlock_holder:{NAME}: "
         "allow the user ~dlock_holder:*, or set client_options::record_holder = false)");

@@ -19,9 +19,24 @@
 
 namespace dlock::embedded {
 
+/// The programs of one server family: Redis or Valkey, which take the same configuration and
+/// speak the same protocol.
+struct server_programs {
+  std::string family;    ///< "redis" or "valkey"
+  std::string server;    ///< redis-server / valkey-server
+  std::string sentinel;  ///< redis-sentinel / valkey-sentinel
+  std::string cli;       ///< redis-cli / valkey-cli (creates clusters)
+};
+
+/// The family every embedded server, sentinel and cluster runs unless told otherwise.
+/// `DLOCK_TEST_SERVER=redis` or `=valkey` chooses; unset or empty, Redis where redis-server is on
+/// PATH, else Valkey where valkey-server is, else Redis (whose absence start() then reports).
+/// Read once. Throws `std::invalid_argument` for any other value of the variable.
+const server_programs& default_programs();
+
 struct server_options {
   /// Program to run; found on PATH when it has no slash.
-  std::string executable = "redis-server";
+  std::string executable = default_programs().server;
   /// Extra configuration, passed as command-line directives (e.g. {"--requirepass", "pw"}).
   std::vector<std::string> extra_args;
   /// Also listen for TLS on a second free port with these PEM files.
@@ -47,8 +62,8 @@ class server_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// True if `executable` (default redis-server) can be found.
-bool server_available(const std::string& executable = "redis-server");
+/// True if `executable` (default: the default family's server) can be found on PATH.
+bool server_available(const std::string& executable = default_programs().server);
 
 class redis_server {
  public:
