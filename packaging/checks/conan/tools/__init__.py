@@ -1,0 +1,1 @@
+"""Stand-in for conan.tools (see conan/__init__.py)."""
