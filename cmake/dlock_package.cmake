@@ -87,7 +87,7 @@ set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
 # The shared libraries the command needs (libssl, libstdc++, libc) are found by dpkg-shlibdeps.
 # redis-tools is not needed: dlock speaks the protocol itself.
 set(CPACK_DEBIAN_CLI_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_CLI_PACKAGE_SUGGESTS "redis-server")
+set(CPACK_DEBIAN_CLI_PACKAGE_SUGGESTS "redis-server | valkey-server")
 set(CPACK_COMPONENT_CLI_DESCRIPTION
     "distributed locks on Redis from the shell\n dlock run NAME -- CMD runs CMD on exactly one machine at a time (a distributed\n flock(1)), with a renewed lease, fencing tokens and lost-lease handling;\n dlock status, ls and unlock inspect and manage locks.")
 

@@ -67,6 +67,9 @@ function(vcpkg_cmake_configure)
   dlock_check_run(config-${TARGET_TRIPLET}-rel
     ${CMAKE_COMMAND} -S "${arg_SOURCE_PATH}" -B "${dlock_check_build}" -G Ninja
     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_INSTALL_PREFIX=${CURRENT_PACKAGES_DIR}"
+    # Release without the optimizer: this checks the packaging (names, layout, relocation), not
+    # the code, which the suites test; it compiles in a third of the time.
+    -DCMAKE_CXX_FLAGS_RELEASE=-DNDEBUG
     -DBUILD_SHARED_LIBS=${shared} -DCMAKE_INSTALL_LIBDIR:STRING=lib
     -DCMAKE_INSTALL_BINDIR:STRING=bin -DFETCHCONTENT_FULLY_DISCONNECTED=ON
     -DCMAKE_EXPORT_NO_PACKAGE_REGISTRY=ON
